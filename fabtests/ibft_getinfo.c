@@ -1,0 +1,218 @@
+/*
+ * fi_getinfo as an application sees it: which domains are listed, whether
+ * their attributes are usable, and whether hints that cannot be met give
+ * -FI_ENODATA.  Run with -D naming the domains that must be listed and
+ * -s/-d naming two local addresses on different devices.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibft.h"
+
+#define MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY)
+
+static int getinfo(const char *node, const char *service, uint64_t flags,
+		   struct fi_info *hints, struct fi_info **info)
+{
+	*info = NULL;
+	return fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, info);
+}
+
+static int listed(struct fi_info *info, const char *domain)
+{
+	for (; info; info = info->next)
+		if (!strcmp(info->domain_attr->name, domain))
+			return 1;
+	return 0;
+}
+
+static void check_domains_listed(void)
+{
+	struct fi_info *hints = ibft_msg_hints(), *info;
+	char *list, *dom, *save;
+	int ret;
+
+	ret = getinfo(NULL, NULL, 0, hints, &info);
+	IBFT_EXPECT(ret, 0, "getinfo-msg");
+	list = strdup(ibft_opts.domains ? ibft_opts.domains : "");
+	for (dom = strtok_r(list, ",", &save); dom; dom = strtok_r(NULL, ",", &save)) {
+		char name[128];
+
+		snprintf(name, sizeof(name), "getinfo-lists-%s", dom);
+		IBFT_CHECK(listed(info, dom), name, "domain %s not listed", dom);
+	}
+	free(list);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
+static void check_attributes(void)
+{
+	struct fi_info *hints = ibft_msg_hints(), *info, *cur;
+	int bad = 0;
+	char why[256] = "";
+
+	if (getinfo(NULL, NULL, 0, hints, &info)) {
+		IBFT_CHECK(0, "getinfo-attributes", "no info");
+		fi_freeinfo(hints);
+		return;
+	}
+	for (cur = info; cur && !bad; cur = cur->next) {
+		const char *d = cur->domain_attr->name;
+
+		if (cur->ep_attr->type != FI_EP_MSG)
+			bad = snprintf(why, sizeof(why), "%s: ep type %d", d, cur->ep_attr->type);
+		else if ((cur->caps & (FI_MSG | FI_RMA)) != (FI_MSG | FI_RMA))
+			bad = snprintf(why, sizeof(why), "%s: caps lack FI_MSG|FI_RMA", d);
+		else if (cur->addr_format != FI_SOCKADDR_IN &&
+			 cur->addr_format != FI_SOCKADDR_IN6 &&
+			 cur->addr_format != FI_SOCKADDR_IB)
+			bad = snprintf(why, sizeof(why), "%s: addr_format %u", d, cur->addr_format);
+		else if (!cur->src_addr || !cur->src_addrlen)
+			bad = snprintf(why, sizeof(why), "%s: no src_addr", d);
+		else if (!cur->ep_attr->max_msg_size || !cur->tx_attr->size ||
+			 !cur->rx_attr->size || !cur->tx_attr->iov_limit ||
+			 !cur->rx_attr->iov_limit)
+			bad = snprintf(why, sizeof(why), "%s: a zero limit", d);
+		else if ((cur->domain_attr->mr_mode & MR_MODE) & ~MR_MODE)
+			bad = snprintf(why, sizeof(why), "%s: mr_mode %#x", d,
+				       cur->domain_attr->mr_mode);
+		else if (!(cur->domain_attr->mr_mode & FI_MR_LOCAL))
+			bad = snprintf(why, sizeof(why), "%s: verbs needs FI_MR_LOCAL", d);
+	}
+	IBFT_CHECK(!bad, "getinfo-attributes", "%s", why);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
+/* A hint nobody can meet: -FI_ENODATA and no list. */
+static void expect_nodata(const char *name, struct fi_info *hints)
+{
+	struct fi_info *info;
+	int ret = getinfo(NULL, NULL, 0, hints, &info);
+
+	IBFT_EXPECT(ret, -FI_ENODATA, name);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
+static void check_bad_hints(void)
+{
+	struct fi_info *h;
+
+	h = ibft_msg_hints();
+	h->ep_attr->type = FI_EP_SOCK_STREAM;
+	expect_nodata("hint-ep-type-sock-stream", h);
+
+	h = ibft_msg_hints();
+	h->domain_attr->mr_mode = FI_MR_SCALABLE;
+	expect_nodata("hint-mr-scalable", h);
+
+	h = ibft_msg_hints();
+	h->domain_attr->name = strdup("no-such-device");
+	expect_nodata("hint-domain-name", h);
+
+	if (!ibft_deviates("verbs", "hint-fabric-name",
+			   "libfabric 1.17 verbs ignores the fabric name hint")) {
+		h = ibft_msg_hints();
+		h->fabric_attr->name = strdup("no-such-fabric");
+		expect_nodata("hint-fabric-name", h);
+	}
+
+	h = ibft_msg_hints();
+	h->caps |= FI_TRIGGER;
+	expect_nodata("hint-caps-trigger", h);
+
+	h = ibft_msg_hints();
+	h->tx_attr->size = (size_t)1 << 40;
+	expect_nodata("hint-tx-size-huge", h);
+
+	h = ibft_msg_hints();
+	h->tx_attr->inject_size = (size_t)1 << 30;
+	expect_nodata("hint-inject-size-huge", h);
+
+	h = ibft_msg_hints();
+	h->ep_attr->max_msg_size = SIZE_MAX;
+	expect_nodata("hint-max-msg-size-huge", h);
+}
+
+static int host_is(const void *sa, const char *host)
+{
+	const struct sockaddr_in *sin = sa;
+	char buf[INET_ADDRSTRLEN];
+
+	if (!sa || sin->sin_family != AF_INET)
+		return 0;
+	return !strcmp(inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)), host);
+}
+
+/* FI_SOURCE: exactly the device that owns the address. */
+static void check_source(const char *addr, const char *want_dom)
+{
+	struct fi_info *hints = ibft_msg_hints(), *info, *cur;
+	char name[128];
+	int ret, ok = 1;
+
+	hints->addr_format = FI_SOCKADDR_IN;
+	ret = getinfo(addr, ibft_opts.port, FI_SOURCE, hints, &info);
+	snprintf(name, sizeof(name), "getinfo-source-%s", addr);
+	if (!IBFT_EXPECT(ret, 0, name))
+		goto out;
+	for (cur = info; cur; cur = cur->next)
+		ok &= host_is(cur->src_addr, addr) &&
+		      ntohs(((struct sockaddr_in *)cur->src_addr)->sin_port) ==
+		      atoi(ibft_opts.port) &&
+		      (!want_dom || !strcmp(cur->domain_attr->name, want_dom));
+	IBFT_CHECK(ok, name, "an entry has another address, port or domain "
+		   "than %s:%s on %s", addr, ibft_opts.port, want_dom ? want_dom : "?");
+out:
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
+/* A destination: the entries carry it, and the route's source address. */
+static void check_dest(const char *dst, const char *src)
+{
+	struct fi_info *hints = ibft_msg_hints(), *info, *cur;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	char name[128];
+	int ret, ok = 1;
+
+	hints->addr_format = FI_SOCKADDR_IN;
+	if (src) {
+		inet_pton(AF_INET, src, &sin.sin_addr);
+		hints->src_addr = malloc(sizeof(sin));
+		memcpy(hints->src_addr, &sin, sizeof(sin));
+		hints->src_addrlen = sizeof(sin);
+	}
+	ret = getinfo(dst, ibft_opts.port, 0, hints, &info);
+	snprintf(name, sizeof(name), "getinfo-dest-%s-from-%s", dst, src ? src : "any");
+	if (!IBFT_EXPECT(ret, 0, name))
+		goto out;
+	for (cur = info; cur; cur = cur->next)
+		ok &= host_is(cur->dest_addr, dst) &&
+		      (!src || host_is(cur->src_addr, src));
+	IBFT_CHECK(ok, name, "an entry lacks dest %s or src %s", dst, src ? src : "");
+out:
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
+int main(int argc, char **argv)
+{
+	ibft_parse(argc, argv, "(-s ADDR1 -d ADDR2: addresses of two devices)");
+	check_domains_listed();
+	check_attributes();
+	check_bad_hints();
+	if (ibft_opts.src)
+		check_source(ibft_opts.src, NULL);
+	if (ibft_opts.dst) {
+		check_source(ibft_opts.dst, NULL);
+		check_dest(ibft_opts.dst, NULL);
+		if (ibft_opts.src)
+			check_dest(ibft_opts.dst, ibft_opts.src);
+	}
+	return ibft_finish();
+}

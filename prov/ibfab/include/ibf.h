@@ -1,0 +1,323 @@
+/*
+ * ibfab: a libfabric provider over rdma-core (libibverbs, librdmacm).
+ *
+ * Object model and ownership
+ *   fabric  an RDMA network; owns nothing but a reference count.
+ *   domain  one verbs device: the ibv_context from librdmacm's device list
+ *           (so rdma_cm ids and our QPs share it) and one protection domain.
+ *   mr      an ibv_mr in the domain's PD; desc is the ibf_mr, key the rkey.
+ *   cq      an ibv_cq, with a completion channel when it has a wait object.
+ *   eq      an rdma_cm event channel plus an eventfd for fi_eq_write, both
+ *           behind one epoll fd that is the EQ's wait object.
+ *
+ * Every parent counts its children (ref) and refuses to close, with
+ * -FI_EBUSY, while any is open.  Counts are atomic: children may be opened
+ * and closed from any thread whatever the threading level.
+ *
+ * Only libfabric's public headers are used; the helpers a provider inside
+ * libfabric would take from its util code live in ibf_util.h.
+ */
+#ifndef IBF_H
+#define IBF_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "ibf_util.h"
+
+#define IBF_PROV_NAME "ibfab"
+#define IBF_PROV_VERSION FI_VERSION(0, 1)
+#define IBF_FI_VERSION FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+
+extern struct fi_provider ibf_prov;
+
+/* One warn macro: what went wrong and what to do about it. */
+#define IBF_WARN(subsys, ...) FI_WARN(&ibf_prov, subsys, __VA_ARGS__)
+#define IBF_INFO(subsys, ...) FI_INFO(&ibf_prov, subsys, __VA_ARGS__)
+#define IBF_DBG(subsys, ...) FI_DBG(&ibf_prov, subsys, __VA_ARGS__)
+
+/* Runtime parameters, FI_IBFAB_<NAME>; see ibf_params.c and fi_ibfab(7). */
+struct ibf_params {
+	size_t tx_size;
+	size_t rx_size;
+	size_t tx_iov_limit;
+	size_t rx_iov_limit;
+	size_t inline_size;	/* 0: the device's limit */
+	size_t cq_size;
+	char *iface;		/* NULL: every interface */
+	int link_local;		/* list IPv6 link-local addresses too */
+	int cm_timeout_ms;
+};
+extern struct ibf_params ibf_params;
+void ibf_params_define(void);
+void ibf_params_load(void);
+
+/* Capabilities of an FI_EP_MSG endpoint. */
+#define IBF_MSG_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_RECV | \
+			      FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+#define IBF_MSG_SECONDARY_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define IBF_MSG_CAPS (IBF_MSG_PRIMARY_CAPS | IBF_MSG_SECONDARY_CAPS)
+#define IBF_MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | \
+		     FI_MR_PROV_KEY)
+/* RC orders sends after sends and RDMA after RDMA of the same kind. */
+#define IBF_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_SAW | FI_ORDER_WAS | \
+		       FI_ORDER_WAW | FI_ORDER_RAR | FI_ORDER_RAW | \
+		       FI_ORDER_RAS)
+#define IBF_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT | FI_TRANSMIT_COMPLETE | \
+			 FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE)
+#define IBF_RX_OP_FLAGS (FI_COMPLETION)
+/* Remote CQ data (immediate data) consumes a posted receive. */
+#define IBF_RX_MODE (FI_RX_CQ_DATA)
+#define IBF_CQ_DATA_SIZE 4
+#define IBF_MR_KEY_SIZE 4
+
+/* What discovery learns about one usable (device, port, address). */
+struct ibf_dev_limits {
+	char dev_name[64];
+	char fabric_name[64];
+	uint8_t port;
+	uint32_t max_msg_sz;
+	int max_qp_wr;
+	int max_sge;
+	int max_cqe;
+	int max_cq;
+	int max_qp;
+	int max_mr;
+	int max_srq;
+	int max_srq_wr;
+	uint64_t max_mr_size;
+	uint32_t max_inline;
+	int max_qp_rd_atom;
+};
+
+/* ibf_info.c: discovery and fi_getinfo. */
+int ibf_getinfo(uint32_t version, const char *node, const char *service,
+		uint64_t flags, const struct fi_info *hints,
+		struct fi_info **info);
+void ibf_info_cleanup(void);
+
+/* ibf_info_match.c: templates and hint filtering, no device needed. */
+struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
+				  const struct sockaddr *src);
+int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
+		   const struct fi_info *hints, char *why, size_t why_len);
+int ibf_info_narrow(struct fi_info *info, uint32_t version,
+		    const struct fi_info *hints);
+
+/* ibf_addr.c: socket addresses, no device needed. */
+int ibf_addr_resolve(const char *node, const char *service, int passive,
+		     int family, struct sockaddr_storage *out);
+size_t ibf_addr_len(const struct sockaddr *sa);
+uint32_t ibf_addr_format(const struct sockaddr *sa);
+int ibf_addr_same_host(const struct sockaddr *a, const struct sockaddr *b);
+uint16_t ibf_addr_port(const struct sockaddr *sa);
+void ibf_addr_set_port(struct sockaddr *sa, uint16_t port);
+int ibf_addr_is_link_local(const struct sockaddr *sa);
+int ibf_addr_is_any(const struct sockaddr *sa);
+const char *ibf_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+
+/* ibf_util.c: 0, -FI_ENOSYS (a wait object ibfab lacks) or -FI_EINVAL. */
+int ibf_check_wait_obj(enum fi_wait_obj wait_obj);
+
+/* ibf_errno.c */
+int ibf_wc_status_to_fi(enum ibv_wc_status status);
+int ibf_errno_to_fi(int err);
+
+/* ---- fabric ---- */
+struct ibf_fabric {
+	struct fid_fabric fabric_fid;
+	int ref;
+};
+int ibf_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
+		    void *context);
+
+/* ---- domain ---- */
+struct ibf_domain {
+	struct fid_domain domain_fid;
+	struct ibf_fabric *fabric;
+	struct ibv_context **dev_list;	/* rdma_get_devices(); ours to free */
+	struct ibv_context *verbs;
+	struct ibv_pd *pd;
+	struct ibv_device_attr dev_attr;
+	struct fi_info *info;
+	int ref;
+};
+int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		    struct fid_domain **domain, void *context);
+
+static inline struct ibf_domain *to_ibf_domain(struct fid_domain *d)
+{
+	return container_of(d, struct ibf_domain, domain_fid);
+}
+
+/* ---- memory region ---- */
+struct ibf_mr {
+	struct fid_mr mr_fid;
+	struct ibf_domain *domain;
+	struct ibv_mr *mr;
+};
+extern struct fi_ops_mr ibf_mr_ops;
+int ibf_mr_access_to_ibv(uint64_t access);
+
+static inline uint32_t ibf_mr_lkey(void *desc)
+{
+	return ((struct ibf_mr *)desc)->mr->lkey;
+}
+
+/*
+ * A lock chosen once, from the domain's threading level: taken only where
+ * the application may call into one object from several threads at once.
+ */
+struct ibf_lock {
+	pthread_spinlock_t spin;
+	int enabled;
+};
+
+static inline void ibf_lock_init(struct ibf_lock *lk, int enabled)
+{
+	lk->enabled = enabled;
+	pthread_spin_init(&lk->spin, PTHREAD_PROCESS_PRIVATE);
+}
+
+static inline void ibf_lock_fini(struct ibf_lock *lk)
+{
+	pthread_spin_destroy(&lk->spin);
+}
+
+static inline void ibf_lock_acquire(struct ibf_lock *lk)
+{
+	if (lk->enabled)
+		pthread_spin_lock(&lk->spin);
+}
+
+static inline void ibf_lock_release(struct ibf_lock *lk)
+{
+	if (lk->enabled)
+		pthread_spin_unlock(&lk->spin);
+}
+
+/* Does this threading level let several threads use one CQ or EP at once? */
+static inline int ibf_threading_needs_lock(enum fi_threading threading)
+{
+	return threading != FI_THREAD_DOMAIN &&
+	       threading != FI_THREAD_COMPLETION &&
+	       threading != FI_THREAD_ENDPOINT;
+}
+
+/*
+ * One posted work request.  Endpoints keep these in rings sized at creation;
+ * wr_id points at the slot, so a completion finds its context without a
+ * search and nothing is allocated per operation.  A queue completes in
+ * order, so retiring a slot retires every slot before it (the unsignalled
+ * sends among them).
+ */
+struct ibf_ring;
+struct ibf_op {
+	void *context;
+	uint64_t flags;		/* FI_SEND | FI_MSG, FI_RMA | FI_WRITE, ... */
+	size_t len;
+	void *buf;
+	struct ibf_ring *ring;
+	int user_comp;		/* the caller asked for a completion */
+};
+
+struct ibf_ring {
+	struct ibf_op *ops;
+	uint32_t size;		/* a power of two */
+	uint32_t head;		/* next slot to post; the poster's */
+	uint32_t tail;		/* oldest slot not retired; the CQ's */
+};
+
+/* The poster reads tail, which the CQ reader writes: acquire/release. */
+static inline uint32_t ibf_ring_free(struct ibf_ring *r)
+{
+	return r->size - (r->head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE));
+}
+
+static inline void ibf_ring_retire(struct ibf_op *op)
+{
+	struct ibf_ring *r = op->ring;
+	uint32_t idx = (uint32_t)(op - r->ops);
+	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+
+	/* Advance tail to just past idx, modulo the ring. */
+	tail += ((idx - tail) & (r->size - 1)) + 1;
+	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+}
+
+/* ---- completion queue ---- */
+#define IBF_CQ_BATCH 16
+struct ibf_cq {
+	struct fid_cq cq_fid;
+	struct ibf_domain *domain;
+	struct ibv_cq *cq;
+	struct ibv_comp_channel *channel;	/* NULL for FI_WAIT_NONE */
+	struct ibf_lock lock;	/* guards what follows */
+	enum fi_cq_format format;
+	size_t entry_size;
+	int armed;		/* ibv_req_notify_cq done, no event taken since */
+	/* Completions polled but not yet handed out, in order. */
+	struct ibv_wc wc[IBF_CQ_BATCH];
+	int wc_next, wc_count;
+	int has_err;		/* wc[wc_next] is an error for fi_cq_readerr */
+	int signal_fd;		/* eventfd for fi_cq_signal */
+	int epoll_fd;		/* channel + signal: the wait object */
+	int cqe;		/* entries the ibv_cq holds */
+	int ref;		/* endpoints bound */
+};
+int ibf_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
+		struct fid_cq **cq, void *context);
+
+/* ---- event queue ---- */
+struct ibf_eq;
+struct ibf_eq_entry;
+
+/*
+ * Whoever owns an rdma_cm id on an EQ's channel puts one of these in
+ * id->context; the EQ hands it each event for that id to turn into EQ
+ * entries (or none).  The event is acked by the EQ afterwards.
+ */
+struct ibf_cm_owner {
+	void (*on_event)(struct ibf_cm_owner *owner, struct ibf_eq *eq,
+			 struct rdma_cm_event *event);
+};
+
+struct ibf_eq {
+	struct fid_eq eq_fid;
+	struct ibf_fabric *fabric;
+	struct rdma_event_channel *channel;
+	int event_fd;		/* readable while entries are queued */
+	int epoll_fd;		/* channel + event_fd: the wait object */
+	enum fi_wait_obj wait_obj;
+	pthread_mutex_t lock;	/* guards the entry list and CM progress */
+	struct ibf_eq_entry *head, *tail;
+	size_t count;
+	void *err_data;		/* last readerr's data, ours until next read */
+	int ref;		/* endpoints bound */
+};
+
+/* Queue an entry (event data, or an fi_eq_err_entry when is_err). */
+int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
+		size_t len, int is_err, const void *err_data,
+		size_t err_data_size);
+int ibf_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
+		struct fid_eq **eq, void *context);
+int ibf_eq_trywait(struct ibf_eq *eq);
+int ibf_cq_trywait(struct ibf_cq *cq);
+
+#endif /* IBF_H */

@@ -1,0 +1,58 @@
+/*
+ * Small helpers that providers inside libfabric take from its util code,
+ * which an external provider cannot use.  Written once, here.
+ */
+#ifndef IBF_UTIL_H
+#define IBF_UTIL_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#ifndef container_of
+#define container_of(ptr, type, field) \
+	((type *)((char *)(ptr) - offsetof(type, field)))
+#endif
+
+#define IBF_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define IBF_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+static inline int ibf_ref_get(int *ref)
+{
+	return __atomic_add_fetch(ref, 1, __ATOMIC_RELAXED);
+}
+
+static inline int ibf_ref_put(int *ref)
+{
+	return __atomic_sub_fetch(ref, 1, __ATOMIC_RELEASE);
+}
+
+static inline int ibf_ref_read(int *ref)
+{
+	return __atomic_load_n(ref, __ATOMIC_ACQUIRE);
+}
+
+/* Set O_NONBLOCK; returns 0 or -FI_E*. */
+int ibf_fd_set_nonblock(int fd);
+
+/* Does the sorted-bits set "want" fit in "have"? */
+static inline int ibf_bits_subset(uint64_t want, uint64_t have)
+{
+	return (want & ~have) == 0;
+}
+
+/* Members of fi_ops that an object does not support: -FI_ENOSYS. */
+struct fid;
+int ibf_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int ibf_no_control(struct fid *fid, int command, void *arg);
+int ibf_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
+		    void **ops, void *context);
+int ibf_no_tostr(const struct fid *fid, char *buf, size_t len);
+int ibf_no_ops_set(struct fid *fid, const char *name, uint64_t flags,
+		   void *ops, void *context);
+
+#endif /* IBF_UTIL_H */

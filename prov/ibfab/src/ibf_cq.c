@@ -1,0 +1,503 @@
+/*
+ * Completion queue: an ibv_cq, polled in batches, each verbs completion
+ * written straight into the caller's buffer in the format it asked for.
+ *
+ * Waiting: a CQ with a wait object has a completion channel.  Its fd and
+ * an eventfd for fi_cq_signal sit behind one epoll fd, the CQ's wait object.
+ * Blocking is always: poll, arm (ibv_req_notify_cq), poll again, then
+ * sleep; so a completion that lands between the last poll and the arm is
+ * seen by the second poll, never lost.  Events taken from the channel are
+ * acked at once.
+ *
+ * cq->lock guards the batch of polled completions and the arm state; it is
+ * taken only when the threading level lets threads share the CQ.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ibf.h"
+
+static size_t ibf_cq_entry_size(enum fi_cq_format format)
+{
+	switch (format) {
+	case FI_CQ_FORMAT_CONTEXT:
+		return sizeof(struct fi_cq_entry);
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA:
+		return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
+	default:
+		return 0;
+	}
+}
+
+/* What a successful completion reports: flags, length, remote data. */
+static void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
+			  uint64_t *flags, size_t *len, uint64_t *data)
+{
+	*flags = op->flags;
+	*len = op->len;
+	*data = 0;
+	if (!(wc->opcode & IBV_WC_RECV))
+		return;
+	*len = wc->byte_len;
+	if (wc->wc_flags & IBV_WC_WITH_IMM) {
+		*flags |= FI_REMOTE_CQ_DATA;
+		*data = ntohl(wc->imm_data);
+	}
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		/* A writedata that consumed this receive: no message arrived. */
+		*flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+		*len = 0;
+	}
+}
+
+static void ibf_cq_fill(const struct ibf_cq *cq, void *entry,
+			const struct ibv_wc *wc, const struct ibf_op *op)
+{
+	struct fi_cq_tagged_entry *e = entry;
+	uint64_t flags, data;
+	size_t len;
+
+	e->op_context = op->context;
+	if (cq->format == FI_CQ_FORMAT_CONTEXT)
+		return;
+	ibf_wc_result(wc, op, &flags, &len, &data);
+	e->flags = flags;
+	e->len = len;
+	if (cq->format == FI_CQ_FORMAT_MSG)
+		return;
+	e->buf = (flags & FI_RECV) ? op->buf : NULL;
+	e->data = data;
+	if (cq->format == FI_CQ_FORMAT_TAGGED)
+		e->tag = 0;
+}
+
+/* Called with cq->lock held.  Returns completions written, or -FI_E*. */
+static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
+{
+	size_t n = 0;
+	struct ibv_wc *wc;
+	struct ibf_op *op;
+	int polled;
+
+	while (n < count && !cq->has_err) {
+		if (cq->wc_next == cq->wc_count) {
+			polled = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, cq->wc);
+			if (polled <= 0)
+				break;
+			cq->wc_next = 0;
+			cq->wc_count = polled;
+		}
+		wc = &cq->wc[cq->wc_next];
+		op = (struct ibf_op *)(uintptr_t)wc->wr_id;
+		if (unlikely(wc->status != IBV_WC_SUCCESS)) {
+			cq->has_err = 1;	/* fi_cq_readerr takes it */
+			break;
+		}
+		cq->wc_next++;
+		if (op->user_comp) {
+			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op);
+			n++;
+		}
+		ibf_ring_retire(op);	/* after the last read of *op */
+	}
+	if (n)
+		return n;
+	return cq->has_err ? -FI_EAVAIL : -FI_EAGAIN;
+}
+
+static ssize_t ibf_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
+{
+	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+	ssize_t ret;
+
+	if (unlikely(!buf && count))
+		return -FI_EINVAL;
+	ibf_lock_acquire(&cq->lock);
+	ret = ibf_cq_poll(cq, buf, count);
+	ibf_lock_release(&cq->lock);
+	return ret;
+}
+
+static ssize_t ibf_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			       fi_addr_t *src_addr)
+{
+	ssize_t ret = ibf_cq_read(cq_fid, buf, count), i;
+
+	/* A connected endpoint has no address vector: sources are unknown. */
+	for (i = 0; src_addr && i < ret; i++)
+		src_addr[i] = FI_ADDR_NOTAVAIL;
+	return ret;
+}
+
+static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err,
+			      uint64_t flags)
+{
+	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+	struct ibv_wc *wc;
+	struct ibf_op *op;
+	void *err_data;
+
+	if (!err)
+		return -FI_EINVAL;
+	ibf_lock_acquire(&cq->lock);
+	if (!cq->has_err) {
+		ibf_lock_release(&cq->lock);
+		return -FI_EAGAIN;
+	}
+	wc = &cq->wc[cq->wc_next++];
+	op = (struct ibf_op *)(uintptr_t)wc->wr_id;
+	/* err_data is the caller's (API >= 1.5) or ours; we have none. */
+	err_data = err->err_data;
+	memset(err, 0, sizeof(*err));
+	err->err_data = err_data;
+	err->err_data_size = 0;
+	err->op_context = op->context;
+	err->flags = op->flags;
+	err->len = op->len;
+	err->buf = (op->flags & FI_RECV) ? op->buf : NULL;
+	err->err = ibf_wc_status_to_fi(wc->status);
+	err->prov_errno = wc->status;
+	IBF_DBG(FI_LOG_CQ, "error completion on qp %u: %s (vendor %#x)\n",
+		wc->qp_num, ibv_wc_status_str(wc->status), wc->vendor_err);
+	cq->has_err = 0;
+	ibf_ring_retire(op);
+	ibf_lock_release(&cq->lock);
+	return 1;
+}
+
+static const char *ibf_cq_strerror(struct fid_cq *cq, int prov_errno,
+				   const void *err_data, char *buf, size_t len)
+{
+	const char *s = ibv_wc_status_str((enum ibv_wc_status)prov_errno);
+
+	if (buf && len) {
+		snprintf(buf, len, "%s", s);
+		return buf;
+	}
+	return s;
+}
+
+/* Take every pending channel event; a taken event disarms the CQ. */
+static void ibf_cq_take_events(struct ibf_cq *cq)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+
+	while (!ibv_get_cq_event(cq->channel, &ev_cq, &ev_ctx)) {
+		ibv_ack_cq_events(ev_cq, 1);
+		cq->armed = 0;
+	}
+}
+
+static int ibf_cq_arm(struct ibf_cq *cq)
+{
+	int ret;
+
+	if (cq->armed)
+		return 0;
+	ret = ibv_req_notify_cq(cq->cq, 0);
+	if (ret) {
+		IBF_WARN(FI_LOG_CQ, "ibv_req_notify_cq: %s\n", strerror(ret));
+		return ibf_errno_to_fi(ret);
+	}
+	cq->armed = 1;
+	return 0;
+}
+
+/* Drain the signal eventfd; returns whether fi_cq_signal was called. */
+static int ibf_cq_take_signal(struct ibf_cq *cq)
+{
+	uint64_t v;
+
+	return read(cq->signal_fd, &v, sizeof(v)) == sizeof(v);
+}
+
+int ibf_cq_trywait(struct ibf_cq *cq)
+{
+	int ret;
+
+	if (!cq->channel)
+		return -FI_EINVAL;
+	ibf_lock_acquire(&cq->lock);
+	ibf_cq_take_events(cq);
+	ret = ibf_cq_arm(cq);
+	if (!ret && (cq->has_err || cq->wc_next < cq->wc_count))
+		ret = -FI_EAGAIN;
+	if (!ret) {
+		/* Armed: anything polled now would not raise an event. */
+		cq->wc_count = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, cq->wc);
+		cq->wc_next = 0;
+		if (cq->wc_count < 0)
+			cq->wc_count = 0;
+		if (cq->wc_count)
+			ret = -FI_EAGAIN;
+	}
+	ibf_lock_release(&cq->lock);
+	return ret;
+}
+
+static int ibf_ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (deadline->tv_sec - now.tv_sec) * 1000 +
+	     (deadline->tv_nsec - now.tv_nsec) / 1000000;
+	return ms > 0 ? (int)ms : 0;
+}
+
+static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
+			    const void *cond, int timeout)
+{
+	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+	struct epoll_event ev[2];
+	struct timespec deadline;
+	ssize_t ret;
+	int wait_ms = timeout;
+
+	if (!cq->channel) {
+		IBF_WARN(FI_LOG_CQ, "fi_cq_sread on a CQ opened with FI_WAIT_NONE\n");
+		return -FI_EINVAL;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += timeout / 1000;
+	deadline.tv_nsec += (long)(timeout % 1000) * 1000000;
+	if (deadline.tv_nsec >= 1000000000) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000;
+	}
+	for (;;) {
+		ret = ibf_cq_read(cq_fid, buf, count);
+		if (ret != -FI_EAGAIN)
+			return ret;
+		ret = ibf_cq_trywait(cq);
+		if (ret == -FI_EAGAIN)
+			continue;
+		if (ret)
+			return ret;
+		if (timeout >= 0)
+			wait_ms = ibf_ms_left(&deadline);
+		ret = epoll_wait(cq->epoll_fd, ev, 2, wait_ms);
+		if (ret < 0 && errno != EINTR)
+			return -errno;
+		if (ibf_cq_take_signal(cq))
+			return -FI_EAGAIN;
+		if (ret == 0 && timeout >= 0 && !ibf_ms_left(&deadline))
+			return ibf_cq_read(cq_fid, buf, count);
+	}
+}
+
+static ssize_t ibf_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+				fi_addr_t *src_addr, const void *cond, int timeout)
+{
+	ssize_t ret = ibf_cq_sread(cq_fid, buf, count, cond, timeout), i;
+
+	for (i = 0; src_addr && i < ret; i++)
+		src_addr[i] = FI_ADDR_NOTAVAIL;
+	return ret;
+}
+
+static int ibf_cq_signal(struct fid_cq *cq_fid)
+{
+	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+	uint64_t one = 1;
+
+	if (!cq->channel)
+		return -FI_EINVAL;
+	if (write(cq->signal_fd, &one, sizeof(one)) != sizeof(one))
+		return -errno;
+	return 0;
+}
+
+static int ibf_cq_control(struct fid *fid, int command, void *arg)
+{
+	struct ibf_cq *cq = container_of(fid, struct ibf_cq, cq_fid.fid);
+
+	switch (command) {
+	case FI_GETWAIT:
+		if (!cq->channel || !arg)
+			return -FI_ENODATA;
+		*(int *)arg = cq->epoll_fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = cq->channel ? FI_WAIT_FD : FI_WAIT_NONE;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static void ibf_cq_destroy(struct ibf_cq *cq)
+{
+	if (cq->cq)
+		ibv_destroy_cq(cq->cq);
+	if (cq->channel)
+		ibv_destroy_comp_channel(cq->channel);
+	if (cq->epoll_fd >= 0)
+		close(cq->epoll_fd);
+	if (cq->signal_fd >= 0)
+		close(cq->signal_fd);
+	ibf_lock_fini(&cq->lock);
+	free(cq);
+}
+
+static int ibf_cq_close(struct fid *fid)
+{
+	struct ibf_cq *cq = container_of(fid, struct ibf_cq, cq_fid.fid);
+	struct ibf_domain *dom = cq->domain;
+
+	if (ibf_ref_read(&cq->ref)) {
+		IBF_WARN(FI_LOG_CQ, "CQ still bound to %d endpoint(s): close "
+			 "them first\n", ibf_ref_read(&cq->ref));
+		return -FI_EBUSY;
+	}
+	ibf_cq_destroy(cq);
+	ibf_ref_put(&dom->ref);
+	return 0;
+}
+
+static int ibf_cq_check_attr(const struct fi_cq_attr *attr)
+{
+	int ret;
+
+	if (!ibf_cq_entry_size(attr->format == FI_CQ_FORMAT_UNSPEC ?
+			       FI_CQ_FORMAT_CONTEXT : attr->format)) {
+		IBF_WARN(FI_LOG_CQ, "CQ format %d is not one of CONTEXT, MSG, "
+			 "DATA or TAGGED\n", attr->format);
+		return -FI_EINVAL;
+	}
+	ret = ibf_check_wait_obj(attr->wait_obj);
+	if (ret) {
+		IBF_WARN(FI_LOG_CQ, "CQ wait object %d: use FI_WAIT_NONE, "
+			 "FI_WAIT_UNSPEC or FI_WAIT_FD\n", attr->wait_obj);
+		return ret;
+	}
+	if (attr->wait_cond != FI_CQ_COND_NONE) {
+		IBF_WARN(FI_LOG_CQ, "CQ wait condition %d not supported\n",
+			 attr->wait_cond);
+		return -FI_ENOSYS;
+	}
+	if (attr->flags & ~FI_AFFINITY) {
+		IBF_WARN(FI_LOG_CQ, "CQ flags %#llx not supported\n",
+			 (unsigned long long)attr->flags);
+		return -FI_EBADFLAGS;
+	}
+	return 0;
+}
+
+static int ibf_cq_make_wait(struct ibf_cq *cq)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ret;
+
+	cq->channel = ibv_create_comp_channel(cq->domain->verbs);
+	if (!cq->channel)
+		return ibf_errno_to_fi(errno);
+	ret = ibf_fd_set_nonblock(cq->channel->fd);
+	if (ret)
+		return ret;
+	cq->signal_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	cq->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (cq->signal_fd < 0 || cq->epoll_fd < 0)
+		return -errno;
+	if (epoll_ctl(cq->epoll_fd, EPOLL_CTL_ADD, cq->channel->fd, &ev) ||
+	    epoll_ctl(cq->epoll_fd, EPOLL_CTL_ADD, cq->signal_fd, &ev))
+		return -errno;
+	return 0;
+}
+
+static struct fi_ops ibf_cq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ibf_cq_close,
+	.bind = ibf_no_bind,
+	.control = ibf_cq_control,
+	.ops_open = ibf_no_ops_open,
+	.tostr = ibf_no_tostr,
+	.ops_set = ibf_no_ops_set,
+};
+
+static struct fi_ops_cq ibf_cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = ibf_cq_read,
+	.readfrom = ibf_cq_readfrom,
+	.readerr = ibf_cq_readerr,
+	.sread = ibf_cq_sread,
+	.sreadfrom = ibf_cq_sreadfrom,
+	.signal = ibf_cq_signal,
+	.strerror = ibf_cq_strerror,
+};
+
+int ibf_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
+		struct fid_cq **cq_fid, void *context)
+{
+	struct ibf_domain *dom = to_ibf_domain(domain_fid);
+	struct ibf_cq *cq;
+	size_t size;
+	int vector = 0, ret;
+
+	if (!attr || !cq_fid) {
+		IBF_WARN(FI_LOG_CQ, "fi_cq_open needs attributes\n");
+		return -FI_EINVAL;
+	}
+	ret = ibf_cq_check_attr(attr);
+	if (ret)
+		return ret;
+	size = attr->size ? attr->size : ibf_params.cq_size;
+	if (size > (size_t)dom->dev_attr.max_cqe) {
+		IBF_INFO(FI_LOG_CQ, "CQ size %zu clamped to %s's limit %d\n",
+			 size, dom->info->domain_attr->name, dom->dev_attr.max_cqe);
+		size = dom->dev_attr.max_cqe;
+	}
+	if (attr->flags & FI_AFFINITY)
+		vector = attr->signaling_vector % IBF_MAX(dom->verbs->num_comp_vectors, 1);
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -FI_ENOMEM;
+	cq->domain = dom;
+	cq->signal_fd = cq->epoll_fd = -1;
+	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ?
+		     FI_CQ_FORMAT_CONTEXT : attr->format;
+	cq->entry_size = ibf_cq_entry_size(cq->format);
+	ibf_lock_init(&cq->lock, ibf_threading_needs_lock(dom->info->domain_attr->threading));
+	if (attr->wait_obj != FI_WAIT_NONE) {
+		ret = ibf_cq_make_wait(cq);
+		if (ret) {
+			IBF_WARN(FI_LOG_CQ, "CQ wait object: %s\n", fi_strerror(-ret));
+			goto err;
+		}
+	}
+	cq->cq = ibv_create_cq(dom->verbs, (int)size, cq, cq->channel, vector);
+	if (!cq->cq) {
+		ret = ibf_errno_to_fi(errno);
+		IBF_WARN(FI_LOG_CQ, "ibv_create_cq(%zu entries): %s\n", size,
+			 fi_strerror(-ret));
+		goto err;
+	}
+	cq->cqe = cq->cq->cqe;
+	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
+	cq->cq_fid.fid.context = context;
+	cq->cq_fid.fid.ops = &ibf_cq_fi_ops;
+	cq->cq_fid.ops = &ibf_cq_ops;
+	ibf_ref_get(&dom->ref);
+	*cq_fid = &cq->cq_fid;
+	return 0;
+err:
+	ibf_cq_destroy(cq);
+	return ret;
+}

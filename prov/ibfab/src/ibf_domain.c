@@ -1,0 +1,194 @@
+/*
+ * Domain: one verbs device and a protection domain.  The ibv_context comes
+ * from librdmacm's device list, not ibv_open_device(), because rdma_cm ids
+ * carry that same context: QPs made on it for a connection must live in a
+ * PD of the context the id was resolved on.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf.h"
+
+static int ibf_domain_close(struct fid *fid)
+{
+	struct ibf_domain *dom = container_of(fid, struct ibf_domain,
+					      domain_fid.fid);
+	int ret;
+
+	if (ibf_ref_read(&dom->ref)) {
+		IBF_WARN(FI_LOG_DOMAIN, "domain %s still has %d open object(s) "
+			 "(MRs, CQs, endpoints): close them first\n",
+			 dom->info->domain_attr->name, ibf_ref_read(&dom->ref));
+		return -FI_EBUSY;
+	}
+	ret = ibv_dealloc_pd(dom->pd);
+	if (ret) {
+		IBF_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %s\n", strerror(ret));
+		return ibf_errno_to_fi(ret);
+	}
+	rdma_free_devices(dom->dev_list);
+	ibf_ref_put(&dom->fabric->ref);
+	fi_freeinfo(dom->info);
+	free(dom);
+	return 0;
+}
+
+static struct ibv_context *ibf_find_device(struct ibv_context **list,
+					   const char *name)
+{
+	for (; list && *list; list++)
+		if (!strcmp(ibv_get_device_name((*list)->device), name))
+			return *list;
+	return NULL;
+}
+
+static int ibf_domain_no_av(struct fid_domain *domain, struct fi_av_attr *attr,
+			    struct fid_av **av, void *context)
+{
+	IBF_WARN(FI_LOG_DOMAIN, "address vectors come with FI_EP_RDM; "
+		 "FI_EP_MSG endpoints connect with fi_connect\n");
+	return -FI_ENOSYS;
+}
+
+static int ibf_domain_no_endpoint(struct fid_domain *domain, struct fi_info *info,
+				  struct fid_ep **ep, void *context)
+{
+	IBF_WARN(FI_LOG_DOMAIN, "endpoints are not implemented yet\n");
+	return -FI_ENOSYS;
+}
+
+static int ibf_domain_no_scalable_ep(struct fid_domain *domain,
+				     struct fi_info *info, struct fid_ep **sep,
+				     void *context)
+{
+	IBF_WARN(FI_LOG_DOMAIN, "scalable endpoints are not supported\n");
+	return -FI_ENOSYS;
+}
+
+static int ibf_domain_no_cntr(struct fid_domain *domain,
+			      struct fi_cntr_attr *attr, struct fid_cntr **cntr,
+			      void *context)
+{
+	IBF_WARN(FI_LOG_DOMAIN, "counters are not supported yet\n");
+	return -FI_ENOSYS;
+}
+
+static int ibf_domain_no_poll(struct fid_domain *domain,
+			      struct fi_poll_attr *attr, struct fid_poll **poll)
+{
+	IBF_WARN(FI_LOG_DOMAIN, "poll sets are not supported: poll each CQ, or "
+		 "wait on their fds with epoll\n");
+	return -FI_ENOSYS;
+}
+
+static int ibf_domain_no_stx(struct fid_domain *domain, struct fi_tx_attr *attr,
+			     struct fid_stx **stx, void *context)
+{
+	IBF_WARN(FI_LOG_DOMAIN, "shared transmit contexts are not supported\n");
+	return -FI_ENOSYS;
+}
+
+static int ibf_domain_no_srx(struct fid_domain *domain, struct fi_rx_attr *attr,
+			     struct fid_ep **rx_ep, void *context)
+{
+	IBF_WARN(FI_LOG_DOMAIN, "shared receive contexts are not supported yet\n");
+	return -FI_ENOSYS;
+}
+
+static int ibf_domain_no_atomic(struct fid_domain *domain,
+				enum fi_datatype datatype, enum fi_op op,
+				struct fi_atomic_attr *attr, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+static int ibf_domain_no_collective(struct fid_domain *domain,
+				    enum fi_collective_op coll,
+				    struct fi_collective_attr *attr,
+				    uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops ibf_domain_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ibf_domain_close,
+	.bind = ibf_no_bind,
+	.control = ibf_no_control,
+	.ops_open = ibf_no_ops_open,
+	.tostr = ibf_no_tostr,
+	.ops_set = ibf_no_ops_set,
+};
+
+static struct fi_ops_domain ibf_domain_ops = {
+	.size = sizeof(struct fi_ops_domain),
+	.av_open = ibf_domain_no_av,
+	.cq_open = ibf_cq_open,
+	.endpoint = ibf_domain_no_endpoint,
+	.scalable_ep = ibf_domain_no_scalable_ep,
+	.cntr_open = ibf_domain_no_cntr,
+	.poll_open = ibf_domain_no_poll,
+	.stx_ctx = ibf_domain_no_stx,
+	.srx_ctx = ibf_domain_no_srx,
+	.query_atomic = ibf_domain_no_atomic,
+	.query_collective = ibf_domain_no_collective,
+	.endpoint2 = NULL,
+};
+
+int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		    struct fid_domain **domain, void *context)
+{
+	struct ibf_fabric *fab = container_of(fabric, struct ibf_fabric, fabric_fid);
+	struct ibf_domain *dom;
+	int ndev, ret;
+
+	if (!info || !info->domain_attr || !info->domain_attr->name || !domain) {
+		IBF_WARN(FI_LOG_DOMAIN, "fi_domain needs an fi_info from "
+			 "fi_getinfo naming the device\n");
+		return -FI_EINVAL;
+	}
+	dom = calloc(1, sizeof(*dom));
+	if (!dom)
+		return -FI_ENOMEM;
+	dom->info = fi_dupinfo(info);
+	dom->dev_list = rdma_get_devices(&ndev);
+	if (!dom->info || !dom->dev_list) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
+	dom->verbs = ibf_find_device(dom->dev_list, info->domain_attr->name);
+	if (!dom->verbs) {
+		IBF_WARN(FI_LOG_DOMAIN, "no RDMA device named %s: take the "
+			 "domain name from fi_getinfo\n", info->domain_attr->name);
+		ret = -FI_ENODEV;
+		goto err;
+	}
+	if (ibv_query_device(dom->verbs, &dom->dev_attr)) {
+		ret = ibf_errno_to_fi(errno);
+		goto err;
+	}
+	dom->pd = ibv_alloc_pd(dom->verbs);
+	if (!dom->pd) {
+		ret = ibf_errno_to_fi(errno);
+		IBF_WARN(FI_LOG_DOMAIN, "ibv_alloc_pd on %s: %s\n",
+			 info->domain_attr->name, fi_strerror(-ret));
+		goto err;
+	}
+	dom->fabric = fab;
+	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
+	dom->domain_fid.fid.context = context;
+	dom->domain_fid.fid.ops = &ibf_domain_fi_ops;
+	dom->domain_fid.ops = &ibf_domain_ops;
+	dom->domain_fid.mr = &ibf_mr_ops;
+	ibf_ref_get(&fab->ref);
+	*domain = &dom->domain_fid;
+	return 0;
+err:
+	if (dom->dev_list)
+		rdma_free_devices(dom->dev_list);
+	fi_freeinfo(dom->info);
+	free(dom);
+	return ret;
+}

@@ -1,0 +1,352 @@
+/*
+ * fi_info templates and hint matching.  Pure functions of their arguments:
+ * no device is touched here, so the unit tests cover all of it.
+ *
+ * A template holds a device's maxima (queue depths, iov counts, inline
+ * size).  ibf_info_match() decides whether hints can be met and says which
+ * hint cannot; ibf_info_narrow() then turns the maxima into the values the
+ * caller gets: what the hints asked for, or ibfab's defaults.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf.h"
+
+#define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE | \
+		     IBF_MSG_SECONDARY_CAPS)
+#define IBF_RX_CAPS (FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | \
+		     FI_REMOTE_WRITE | IBF_MSG_SECONDARY_CAPS)
+
+struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
+				  const struct sockaddr *src)
+{
+	struct fi_info *info = fi_allocinfo();
+
+	if (!info)
+		return NULL;
+	info->caps = IBF_MSG_CAPS;
+	info->mode = IBF_RX_MODE;
+	info->addr_format = ibf_addr_format(src);
+	info->src_addrlen = ibf_addr_len(src);
+	info->src_addr = malloc(info->src_addrlen);
+	info->domain_attr->name = strdup(lim->dev_name);
+	info->fabric_attr->name = strdup(lim->fabric_name);
+	if (!info->src_addr || !info->domain_attr->name ||
+	    !info->fabric_attr->name) {
+		fi_freeinfo(info);
+		return NULL;
+	}
+	memcpy(info->src_addr, src, info->src_addrlen);
+	info->fabric_attr->prov_version = IBF_PROV_VERSION;
+
+	info->tx_attr->caps = IBF_TX_CAPS;
+	info->tx_attr->msg_order = IBF_MSG_ORDER;
+	info->tx_attr->comp_order = FI_ORDER_STRICT;
+	info->tx_attr->inject_size = lim->max_inline;
+	info->tx_attr->size = lim->max_qp_wr;
+	info->tx_attr->iov_limit = lim->max_sge;
+	info->tx_attr->rma_iov_limit = 1;
+
+	info->rx_attr->caps = IBF_RX_CAPS;
+	info->rx_attr->mode = IBF_RX_MODE;
+	info->rx_attr->msg_order = IBF_MSG_ORDER;
+	info->rx_attr->comp_order = FI_ORDER_STRICT;
+	info->rx_attr->size = lim->max_qp_wr;
+	info->rx_attr->iov_limit = lim->max_sge;
+
+	info->ep_attr->type = FI_EP_MSG;
+	info->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC;
+	info->ep_attr->protocol_version = 1;
+	info->ep_attr->max_msg_size = lim->max_msg_sz;
+	info->ep_attr->max_order_raw_size = lim->max_msg_sz;
+	info->ep_attr->max_order_waw_size = lim->max_msg_sz;
+	info->ep_attr->tx_ctx_cnt = 1;
+	info->ep_attr->rx_ctx_cnt = 1;
+
+	info->domain_attr->caps = IBF_MSG_SECONDARY_CAPS;
+	info->domain_attr->threading = FI_THREAD_SAFE;
+	info->domain_attr->control_progress = FI_PROGRESS_AUTO;
+	info->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	info->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	info->domain_attr->av_type = FI_AV_UNSPEC;
+	info->domain_attr->mr_mode = IBF_MR_MODE;
+	info->domain_attr->mr_key_size = IBF_MR_KEY_SIZE;
+	info->domain_attr->cq_data_size = IBF_CQ_DATA_SIZE;
+	info->domain_attr->cq_cnt = lim->max_cq;
+	info->domain_attr->ep_cnt = lim->max_qp;
+	info->domain_attr->tx_ctx_cnt = lim->max_qp;
+	info->domain_attr->rx_ctx_cnt = lim->max_qp;
+	info->domain_attr->max_ep_tx_ctx = 1;
+	info->domain_attr->max_ep_rx_ctx = 1;
+	info->domain_attr->mr_iov_limit = 1;
+	info->domain_attr->mr_cnt = lim->max_mr;
+	return info;
+}
+
+/* Say which hint cannot be met; always -FI_ENODATA. */
+static int __attribute__((format(printf, 3, 4)))
+ibf_nomatch(char *why, size_t why_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, why_len, fmt, ap);
+	va_end(ap);
+	return -FI_ENODATA;
+}
+
+/* Old-style FI_MR_BASIC: local registration is asked for through mode. */
+static int ibf_hints_mr_basic(uint32_t version, const struct fi_info *hints)
+{
+	int mr_mode = hints->domain_attr->mr_mode;
+
+	return mr_mode == FI_MR_BASIC ||
+	       (mr_mode == FI_MR_UNSPEC && FI_VERSION_LT(version, FI_VERSION(1, 5)));
+}
+
+static int ibf_match_mr_mode(uint32_t version, const struct fi_info *hints,
+			     char *why, size_t why_len)
+{
+	int mr_mode = hints->domain_attr->mr_mode;
+
+	if (mr_mode == FI_MR_SCALABLE)
+		return ibf_nomatch(why, why_len, "mr_mode FI_MR_SCALABLE: verbs keys are chosen by the "
+			    "device; ask for FI_MR_PROV_KEY");
+	if (ibf_hints_mr_basic(version, hints)) {
+		if (!(hints->mode & FI_LOCAL_MR))
+			return ibf_nomatch(why, why_len, "mr_mode FI_MR_BASIC without mode FI_LOCAL_MR: "
+				    "ibfab needs local buffers registered");
+		return 0;
+	}
+	if (!ibf_bits_subset(IBF_MR_MODE, (uint64_t)mr_mode))
+		return ibf_nomatch(why, why_len, "mr_mode %#x lacks %#x: ibfab needs FI_MR_LOCAL | "
+			    "FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY "
+			    "on FI_EP_MSG", mr_mode, IBF_MR_MODE & ~mr_mode);
+	return 0;
+}
+
+static int ibf_match_ep(const struct fi_info *tmpl, const struct fi_ep_attr *h,
+			char *why, size_t why_len)
+{
+	const struct fi_ep_attr *t = tmpl->ep_attr;
+
+	if (h->type != FI_EP_UNSPEC && h->type != t->type)
+		return ibf_nomatch(why, why_len, "ep_type %d: ibfab offers FI_EP_MSG", h->type);
+	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != t->protocol)
+		return ibf_nomatch(why, why_len, "protocol %d: ibfab speaks FI_PROTO_RDMA_CM_IB_RC",
+			    h->protocol);
+	if (h->max_msg_size > t->max_msg_size)
+		return ibf_nomatch(why, why_len, "max_msg_size %zu exceeds the port's %zu",
+			    h->max_msg_size, t->max_msg_size);
+	if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1)
+		return ibf_nomatch(why, why_len, "tx/rx_ctx_cnt %zu/%zu: no scalable or shared contexts",
+			    h->tx_ctx_cnt, h->rx_ctx_cnt);
+	if (h->auth_key_size)
+		return ibf_nomatch(why, why_len, "auth_key: not supported");
+	return 0;
+}
+
+static int ibf_match_domain(const struct fi_info *tmpl, uint32_t version,
+			    const struct fi_info *hints, char *why, size_t why_len)
+{
+	const struct fi_domain_attr *t = tmpl->domain_attr, *h = hints->domain_attr;
+
+	if (h->name && strcmp(h->name, t->name))
+		return ibf_nomatch(why, why_len, "domain name %s is not %s", h->name, t->name);
+	if (h->caps & ~t->caps)
+		return ibf_nomatch(why, why_len, "domain caps %#llx not supported",
+			    (unsigned long long)(h->caps & ~t->caps));
+	if (h->cq_data_size > t->cq_data_size)
+		return ibf_nomatch(why, why_len, "cq_data_size %zu exceeds %zu", h->cq_data_size,
+			    t->cq_data_size);
+	if (h->mr_iov_limit > t->mr_iov_limit)
+		return ibf_nomatch(why, why_len, "mr_iov_limit %zu exceeds %zu", h->mr_iov_limit,
+			    t->mr_iov_limit);
+	if (h->cq_cnt > t->cq_cnt || h->ep_cnt > t->ep_cnt)
+		return ibf_nomatch(why, why_len, "cq_cnt %zu / ep_cnt %zu exceed the device's %zu / %zu",
+			    h->cq_cnt, h->ep_cnt, t->cq_cnt, t->ep_cnt);
+	if (h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1 ||
+	    h->max_ep_stx_ctx || h->max_ep_srx_ctx)
+		return ibf_nomatch(why, why_len, "domain asks for several or shared contexts per endpoint");
+	if (h->auth_key_size)
+		return ibf_nomatch(why, why_len, "auth_key: not supported");
+	return ibf_match_mr_mode(version, hints, why, why_len);
+}
+
+static int ibf_match_tx(const struct fi_tx_attr *t, const struct fi_tx_attr *h,
+			char *why, size_t why_len)
+{
+	if (h->caps & ~t->caps)
+		return ibf_nomatch(why, why_len, "tx caps %#llx not supported",
+			    (unsigned long long)(h->caps & ~t->caps));
+	if (h->op_flags & ~IBF_TX_OP_FLAGS)
+		return ibf_nomatch(why, why_len, "tx op_flags %#llx not supported",
+			    (unsigned long long)(h->op_flags & ~IBF_TX_OP_FLAGS));
+	if (h->msg_order & ~t->msg_order)
+		return ibf_nomatch(why, why_len, "tx msg_order %#llx not supported",
+			    (unsigned long long)(h->msg_order & ~t->msg_order));
+	if (h->comp_order & ~FI_ORDER_STRICT)
+		return ibf_nomatch(why, why_len, "tx comp_order %#llx not supported",
+			    (unsigned long long)h->comp_order);
+	if (h->inject_size > t->inject_size)
+		return ibf_nomatch(why, why_len, "inject_size %zu exceeds the device's inline limit %zu",
+			    h->inject_size, t->inject_size);
+	if (h->size > t->size)
+		return ibf_nomatch(why, why_len, "tx size %zu exceeds the device's %zu", h->size, t->size);
+	if (h->iov_limit > t->iov_limit)
+		return ibf_nomatch(why, why_len, "tx iov_limit %zu exceeds the device's %zu",
+			    h->iov_limit, t->iov_limit);
+	if (h->rma_iov_limit > t->rma_iov_limit)
+		return ibf_nomatch(why, why_len, "rma_iov_limit %zu exceeds %zu", h->rma_iov_limit,
+			    t->rma_iov_limit);
+	return 0;
+}
+
+static int ibf_match_rx(const struct fi_rx_attr *t, const struct fi_rx_attr *h,
+			char *why, size_t why_len)
+{
+	if (h->caps & ~t->caps)
+		return ibf_nomatch(why, why_len, "rx caps %#llx not supported",
+			    (unsigned long long)(h->caps & ~t->caps));
+	if (h->op_flags & ~IBF_RX_OP_FLAGS)
+		return ibf_nomatch(why, why_len, "rx op_flags %#llx not supported",
+			    (unsigned long long)(h->op_flags & ~IBF_RX_OP_FLAGS));
+	if (h->msg_order & ~t->msg_order)
+		return ibf_nomatch(why, why_len, "rx msg_order %#llx not supported",
+			    (unsigned long long)(h->msg_order & ~t->msg_order));
+	if (h->comp_order & ~FI_ORDER_STRICT)
+		return ibf_nomatch(why, why_len, "rx comp_order %#llx not supported",
+			    (unsigned long long)h->comp_order);
+	if (h->total_buffered_recv)
+		return ibf_nomatch(why, why_len, "total_buffered_recv %zu: ibfab buffers no receives on "
+			    "FI_EP_MSG", h->total_buffered_recv);
+	if (h->size > t->size)
+		return ibf_nomatch(why, why_len, "rx size %zu exceeds the device's %zu", h->size, t->size);
+	if (h->iov_limit > t->iov_limit)
+		return ibf_nomatch(why, why_len, "rx iov_limit %zu exceeds the device's %zu",
+			    h->iov_limit, t->iov_limit);
+	return 0;
+}
+
+/* Can the caller take remote CQ data, which consumes posted receives? */
+static int ibf_hints_rx_cq_data(const struct fi_info *hints)
+{
+	return !hints || (hints->mode & FI_RX_CQ_DATA) ||
+	       (hints->rx_attr && (hints->rx_attr->mode & FI_RX_CQ_DATA));
+}
+
+/*
+ * 0 when the template can meet the hints; otherwise -FI_ENODATA and "why"
+ * names the first hint that cannot be met.
+ */
+int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
+		   const struct fi_info *hints, char *why, size_t why_len)
+{
+	int ret;
+
+	if (!hints)
+		return 0;
+	if (hints->caps & ~tmpl->caps)
+		return ibf_nomatch(why, why_len, "caps %#llx not supported",
+			    (unsigned long long)(hints->caps & ~tmpl->caps));
+	if (hints->addr_format != FI_FORMAT_UNSPEC &&
+	    hints->addr_format != tmpl->addr_format)
+		return ibf_nomatch(why, why_len, "addr_format %u: this address is %u",
+			    hints->addr_format, tmpl->addr_format);
+	if (hints->fabric_attr && hints->fabric_attr->name &&
+	    strcmp(hints->fabric_attr->name, tmpl->fabric_attr->name))
+		return ibf_nomatch(why, why_len, "fabric name %s is not %s", hints->fabric_attr->name,
+			    tmpl->fabric_attr->name);
+	if (hints->ep_attr &&
+	    (ret = ibf_match_ep(tmpl, hints->ep_attr, why, why_len)))
+		return ret;
+	if (hints->domain_attr &&
+	    (ret = ibf_match_domain(tmpl, version, hints, why, why_len)))
+		return ret;
+	if (hints->tx_attr &&
+	    (ret = ibf_match_tx(tmpl->tx_attr, hints->tx_attr, why, why_len)))
+		return ret;
+	if (hints->rx_attr &&
+	    (ret = ibf_match_rx(tmpl->rx_attr, hints->rx_attr, why, why_len)))
+		return ret;
+	if (hints->domain_attr && hints->domain_attr->cq_data_size &&
+	    !ibf_hints_rx_cq_data(hints))
+		return ibf_nomatch(why, why_len, "cq_data_size %zu needs mode FI_RX_CQ_DATA: remote CQ "
+			    "data consumes a posted receive",
+			    hints->domain_attr->cq_data_size);
+	return 0;
+}
+
+static size_t ibf_pick(size_t hint, size_t dflt, size_t max)
+{
+	if (hint)
+		return hint;
+	return dflt && dflt < max ? dflt : max;
+}
+
+/* Primary caps as asked, secondary caps as offered. */
+static uint64_t ibf_narrow_caps(uint64_t offered, uint64_t asked)
+{
+	if (!(asked & IBF_MSG_PRIMARY_CAPS))
+		return offered;
+	return (asked & offered) | (offered & IBF_MSG_SECONDARY_CAPS);
+}
+
+/* Turn a matched template into the answer: maxima become chosen values. */
+int ibf_info_narrow(struct fi_info *info, uint32_t version,
+		    const struct fi_info *hints)
+{
+	const struct fi_tx_attr *htx = hints ? hints->tx_attr : NULL;
+	const struct fi_rx_attr *hrx = hints ? hints->rx_attr : NULL;
+	const struct fi_domain_attr *hd = hints ? hints->domain_attr : NULL;
+	struct fi_tx_attr *tx = info->tx_attr;
+	struct fi_rx_attr *rx = info->rx_attr;
+
+	tx->size = ibf_pick(htx ? htx->size : 0, ibf_params.tx_size, tx->size);
+	rx->size = ibf_pick(hrx ? hrx->size : 0, ibf_params.rx_size, rx->size);
+	tx->iov_limit = ibf_pick(htx ? htx->iov_limit : 0,
+				 ibf_params.tx_iov_limit, tx->iov_limit);
+	rx->iov_limit = ibf_pick(hrx ? hrx->iov_limit : 0,
+				 ibf_params.rx_iov_limit, rx->iov_limit);
+	tx->inject_size = ibf_pick(htx ? htx->inject_size : 0,
+				   ibf_params.inline_size, tx->inject_size);
+	if (!hints)
+		return 0;
+
+	info->caps = ibf_narrow_caps(info->caps, hints->caps);
+	tx->caps = ibf_narrow_caps(tx->caps, hints->caps & tx->caps);
+	rx->caps = ibf_narrow_caps(rx->caps, hints->caps & rx->caps);
+	if (htx && htx->caps)
+		tx->caps = ibf_narrow_caps(tx->caps, htx->caps);
+	if (hrx && hrx->caps)
+		rx->caps = ibf_narrow_caps(rx->caps, hrx->caps);
+	if (htx)
+		tx->op_flags = htx->op_flags;
+	if (hrx)
+		rx->op_flags = hrx->op_flags;
+
+	if (!ibf_hints_rx_cq_data(hints)) {
+		info->mode &= ~FI_RX_CQ_DATA;
+		rx->mode &= ~FI_RX_CQ_DATA;
+		info->domain_attr->cq_data_size = 0;
+	}
+	if (!hd)
+		return 0;
+	if (hd->threading != FI_THREAD_UNSPEC)
+		info->domain_attr->threading = hd->threading;
+	if (hd->control_progress != FI_PROGRESS_UNSPEC)
+		info->domain_attr->control_progress = hd->control_progress;
+	if (hd->data_progress != FI_PROGRESS_UNSPEC)
+		info->domain_attr->data_progress = hd->data_progress;
+	if (hd->av_type != FI_AV_UNSPEC)
+		info->domain_attr->av_type = hd->av_type;
+	if (ibf_hints_mr_basic(version, hints)) {
+		info->domain_attr->mr_mode = FI_MR_BASIC;
+		info->mode |= FI_LOCAL_MR;
+	}
+	return 0;
+}

@@ -1,0 +1,176 @@
+/*
+ * Memory regions.  desc is the ibf_mr itself (the data path reads its lkey);
+ * the key is the rkey.  Remote rights are granted only when asked for.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "ibf.h"
+
+#define IBF_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
+		       FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+/* libfabric access bits to verbs access flags. */
+int ibf_mr_access_to_ibv(uint64_t access)
+{
+	int ibv = 0;
+
+	/* No bits: the buffer may be used for anything local. */
+	if (!(access & IBF_MR_ACCESS))
+		access |= FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+	/* The HCA writes into receive buffers and read targets. */
+	if (access & (FI_RECV | FI_READ))
+		ibv |= IBV_ACCESS_LOCAL_WRITE;
+	if (access & FI_REMOTE_WRITE)
+		ibv |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+	if (access & FI_REMOTE_READ)
+		ibv |= IBV_ACCESS_REMOTE_READ;
+	return ibv;
+}
+
+static int ibf_mr_close(struct fid *fid)
+{
+	struct ibf_mr *mr = container_of(fid, struct ibf_mr, mr_fid.fid);
+	int ret;
+
+	ret = ibv_dereg_mr(mr->mr);
+	if (ret) {
+		IBF_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(ret));
+		return ibf_errno_to_fi(ret);
+	}
+	ibf_ref_put(&mr->domain->ref);
+	free(mr);
+	return 0;
+}
+
+static struct fi_ops ibf_mr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ibf_mr_close,
+	.bind = ibf_no_bind,
+	.control = ibf_no_control,
+	.ops_open = ibf_no_ops_open,
+	.tostr = ibf_no_tostr,
+	.ops_set = ibf_no_ops_set,
+};
+
+static void ibf_mr_warn_pin(const void *buf, size_t len, int err)
+{
+	struct rlimit rl;
+
+	if (err != ENOMEM && err != EAGAIN)
+		return;
+	if (!getrlimit(RLIMIT_MEMLOCK, &rl) && rl.rlim_cur != RLIM_INFINITY)
+		IBF_WARN(FI_LOG_MR, "cannot pin %zu bytes at %p: RLIMIT_MEMLOCK "
+			 "is %llu KiB; raise it (ulimit -l unlimited)\n", len,
+			 buf, (unsigned long long)rl.rlim_cur >> 10);
+	else
+		IBF_WARN(FI_LOG_MR, "cannot pin %zu bytes at %p: out of memory\n",
+			 len, buf);
+}
+
+static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
+			  uint64_t access, uint64_t flags, void *context,
+			  struct fid_mr **mr_fid)
+{
+	struct ibf_mr *mr;
+	int ret;
+
+	if (!mr_fid || (!buf && len)) {
+		IBF_WARN(FI_LOG_MR, "fi_mr_reg: NULL %s\n", mr_fid ? "buffer" : "mr");
+		return -FI_EINVAL;
+	}
+	if (flags) {
+		IBF_WARN(FI_LOG_MR, "fi_mr_reg: flags %#llx not supported "
+			 "(no FI_RMA_EVENT, no device memory)\n",
+			 (unsigned long long)flags);
+		return -FI_EBADFLAGS;
+	}
+	if (access & ~(IBF_MR_ACCESS | FI_MSG | FI_RMA)) {
+		IBF_WARN(FI_LOG_MR, "fi_mr_reg: access %#llx not supported\n",
+			 (unsigned long long)access);
+		return -FI_EINVAL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -FI_ENOMEM;
+	mr->mr = ibv_reg_mr(dom->pd, (void *)buf, len, ibf_mr_access_to_ibv(access));
+	if (!mr->mr) {
+		ret = errno;
+		ibf_mr_warn_pin(buf, len, ret);
+		IBF_WARN(FI_LOG_MR, "ibv_reg_mr(%p, %zu): %s\n", buf, len,
+			 strerror(ret));
+		free(mr);
+		return ibf_errno_to_fi(ret);
+	}
+	mr->domain = dom;
+	mr->mr_fid.fid.fclass = FI_CLASS_MR;
+	mr->mr_fid.fid.context = context;
+	mr->mr_fid.fid.ops = &ibf_mr_fi_ops;
+	mr->mr_fid.mem_desc = mr;
+	mr->mr_fid.key = mr->mr->rkey;
+	ibf_ref_get(&dom->ref);
+	*mr_fid = &mr->mr_fid;
+	return 0;
+}
+
+static struct ibf_domain *ibf_mr_domain(struct fid *fid)
+{
+	if (!fid || fid->fclass != FI_CLASS_DOMAIN) {
+		IBF_WARN(FI_LOG_MR, "memory is registered with a domain\n");
+		return NULL;
+	}
+	return container_of(fid, struct ibf_domain, domain_fid.fid);
+}
+
+static int ibf_mr_reg(struct fid *fid, const void *buf, size_t len,
+		      uint64_t access, uint64_t offset, uint64_t requested_key,
+		      uint64_t flags, struct fid_mr **mr, void *context)
+{
+	struct ibf_domain *dom = ibf_mr_domain(fid);
+
+	if (!dom)
+		return -FI_EINVAL;
+	return ibf_mr_reg_one(dom, buf, len, access, flags, context, mr);
+}
+
+static int ibf_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
+		       uint64_t access, uint64_t offset, uint64_t requested_key,
+		       uint64_t flags, struct fid_mr **mr, void *context)
+{
+	struct ibf_domain *dom = ibf_mr_domain(fid);
+
+	if (!dom)
+		return -FI_EINVAL;
+	if (count > 1 || (count && !iov)) {
+		IBF_WARN(FI_LOG_MR, "fi_mr_regv: %zu iovs, mr_iov_limit is 1\n",
+			 count);
+		return -FI_EINVAL;
+	}
+	return ibf_mr_reg_one(dom, count ? iov->iov_base : NULL,
+			      count ? iov->iov_len : 0, access, flags, context, mr);
+}
+
+static int ibf_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
+			  uint64_t flags, struct fid_mr **mr)
+{
+	if (!attr)
+		return -FI_EINVAL;
+	if (attr->iface != FI_HMEM_SYSTEM) {
+		IBF_WARN(FI_LOG_MR, "fi_mr_regattr: iface %d: ibfab registers "
+			 "host memory only\n", attr->iface);
+		return -FI_ENOSYS;
+	}
+	return ibf_mr_regv(fid, attr->mr_iov, attr->iov_count, attr->access,
+			   attr->offset, attr->requested_key, flags, mr,
+			   attr->context);
+}
+
+struct fi_ops_mr ibf_mr_ops = {
+	.size = sizeof(struct fi_ops_mr),
+	.reg = ibf_mr_reg,
+	.regv = ibf_mr_regv,
+	.regattr = ibf_mr_regattr,
+};

@@ -1,0 +1,102 @@
+/*
+ * Runtime parameters.  Each is defined with fi_param_define, so that
+ * `fi_info -e` lists it as FI_IBFAB_<NAME>, and read once at load.
+ */
+#include "config.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "ibf.h"
+
+struct ibf_params ibf_params;
+
+static const struct ibf_params ibf_params_default = {
+	.tx_size = 384,
+	.rx_size = 384,
+	.tx_iov_limit = 4,
+	.rx_iov_limit = 4,
+	.inline_size = 0,
+	.cq_size = 4096,
+	.iface = NULL,
+	.link_local = 0,
+	.cm_timeout_ms = 2000,
+};
+
+struct ibf_size_param {
+	const char *name;
+	size_t *value;
+	size_t min, max;
+	const char *help;
+};
+
+static struct ibf_size_param ibf_size_params[] = {
+	{ "tx_size", &ibf_params.tx_size, 1, 1 << 20,
+	  "Default transmit queue depth of an endpoint (default: 384)" },
+	{ "rx_size", &ibf_params.rx_size, 1, 1 << 20,
+	  "Default receive queue depth of an endpoint (default: 384)" },
+	{ "tx_iov_limit", &ibf_params.tx_iov_limit, 1, 64,
+	  "Default iov limit of a transmit (default: 4)" },
+	{ "rx_iov_limit", &ibf_params.rx_iov_limit, 1, 64,
+	  "Default iov limit of a receive (default: 4)" },
+	{ "inline_size", &ibf_params.inline_size, 0, 1 << 16,
+	  "Largest inject in bytes, sent inline; 0 means the device's limit (default: 0)" },
+	{ "cq_size", &ibf_params.cq_size, 1, 1 << 22,
+	  "Default completion queue size, clamped to the device's limit (default: 4096)" },
+};
+
+void ibf_params_define(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(ibf_size_params) / sizeof(ibf_size_params[0]); i++)
+		fi_param_define(&ibf_prov, ibf_size_params[i].name, FI_PARAM_SIZE_T,
+				"%s", ibf_size_params[i].help);
+	fi_param_define(&ibf_prov, "iface", FI_PARAM_STRING,
+			"Use only network interfaces whose name starts with this "
+			"(e.g. ib0 or eth); default: all");
+	fi_param_define(&ibf_prov, "link_local", FI_PARAM_BOOL,
+			"Also list IPv6 link-local addresses (RoCE: the "
+			"non-routable GID) (default: no)");
+	fi_param_define(&ibf_prov, "cm_timeout", FI_PARAM_INT,
+			"Address and route resolution timeout in milliseconds "
+			"(default: 2000)");
+}
+
+/*
+ * Read every parameter; a value out of range keeps the default and says
+ * so, rather than failing the whole provider.
+ */
+void ibf_params_load(void)
+{
+	size_t i, v;
+	int iv;
+	char *s;
+
+	ibf_params = ibf_params_default;
+	for (i = 0; i < sizeof(ibf_size_params) / sizeof(ibf_size_params[0]); i++) {
+		struct ibf_size_param *p = &ibf_size_params[i];
+
+		if (fi_param_get_size_t(&ibf_prov, p->name, &v))
+			continue;
+		if (v < p->min || v > p->max) {
+			IBF_WARN(FI_LOG_CORE, "FI_IBFAB_%s=%zu is out of range "
+				 "[%zu, %zu]; using %zu\n", p->name, v, p->min,
+				 p->max, *p->value);
+			continue;
+		}
+		*p->value = v;
+	}
+	if (!fi_param_get_str(&ibf_prov, "iface", &s) && s && *s)
+		ibf_params.iface = s;
+	if (!fi_param_get_bool(&ibf_prov, "link_local", &iv))
+		ibf_params.link_local = !!iv;
+	if (!fi_param_get_int(&ibf_prov, "cm_timeout", &iv)) {
+		if (iv > 0 && iv <= 600000)
+			ibf_params.cm_timeout_ms = iv;
+		else
+			IBF_WARN(FI_LOG_CORE, "FI_IBFAB_CM_TIMEOUT=%d is out of "
+				 "range [1, 600000] ms; using %d\n", iv,
+				 ibf_params.cm_timeout_ms);
+	}
+}

@@ -1,0 +1,60 @@
+/* Helpers libfabric keeps in its util code, which we cannot link to. */
+#include "config.h"
+
+#include <fcntl.h>
+
+#include "ibf.h"
+
+int ibf_fd_set_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+int ibf_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+int ibf_no_control(struct fid *fid, int command, void *arg)
+{
+	return -FI_ENOSYS;
+}
+
+int ibf_no_ops_open(struct fid *fid, const char *name, uint64_t flags,
+		    void **ops, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+int ibf_no_tostr(const struct fid *fid, char *buf, size_t len)
+{
+	return -FI_ENOSYS;
+}
+
+int ibf_no_ops_set(struct fid *fid, const char *name, uint64_t flags,
+		   void *ops, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+/* Wait objects ibfab has: none, or an fd.  Others exist but are not ours. */
+int ibf_check_wait_obj(enum fi_wait_obj wait_obj)
+{
+	switch (wait_obj) {
+	case FI_WAIT_NONE:
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+		return 0;
+	case FI_WAIT_SET:
+	case FI_WAIT_MUTEX_COND:
+	case FI_WAIT_YIELD:
+	case FI_WAIT_POLLFD:
+		return -FI_ENOSYS;
+	default:
+		return -FI_EINVAL;
+	}
+}

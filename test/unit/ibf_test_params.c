@@ -1,0 +1,63 @@
+/* FI_IBFAB_* parameters: defaults, values, out-of-range values. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include "ibf.h"
+
+static void clear_env(void)
+{
+	unsetenv("FI_IBFAB_TX_SIZE");
+	unsetenv("FI_IBFAB_INLINE_SIZE");
+	unsetenv("FI_IBFAB_IFACE");
+	unsetenv("FI_IBFAB_LINK_LOCAL");
+	unsetenv("FI_IBFAB_CM_TIMEOUT");
+	unsetenv("FI_IBFAB_CQ_SIZE");
+}
+
+static void setup(void)
+{
+	static int defined;
+
+	clear_env();
+	if (!defined++)
+		ibf_params_define();
+}
+
+TestSuite(params, .init = setup, .fini = clear_env);
+
+Test(params, defaults)
+{
+	ibf_params_load();
+	cr_assert_eq(ibf_params.tx_size, 384);
+	cr_assert_eq(ibf_params.rx_size, 384);
+	cr_assert_eq(ibf_params.inline_size, 0);
+	cr_assert_null(ibf_params.iface);
+	cr_assert_eq(ibf_params.link_local, 0);
+	cr_assert_eq(ibf_params.cm_timeout_ms, 2000);
+}
+
+Test(params, values_from_environment)
+{
+	setenv("FI_IBFAB_TX_SIZE", "1024", 1);
+	setenv("FI_IBFAB_INLINE_SIZE", "64", 1);
+	setenv("FI_IBFAB_IFACE", "ib", 1);
+	setenv("FI_IBFAB_LINK_LOCAL", "yes", 1);
+	setenv("FI_IBFAB_CM_TIMEOUT", "500", 1);
+	ibf_params_load();
+	cr_assert_eq(ibf_params.tx_size, 1024);
+	cr_assert_eq(ibf_params.inline_size, 64);
+	cr_assert_str_eq(ibf_params.iface, "ib");
+	cr_assert_eq(ibf_params.link_local, 1);
+	cr_assert_eq(ibf_params.cm_timeout_ms, 500);
+}
+
+Test(params, out_of_range_keeps_default)
+{
+	setenv("FI_IBFAB_TX_SIZE", "0", 1);
+	setenv("FI_IBFAB_CQ_SIZE", "99999999999", 1);
+	setenv("FI_IBFAB_CM_TIMEOUT", "-5", 1);
+	ibf_params_load();
+	cr_assert_eq(ibf_params.tx_size, 384);
+	cr_assert_eq(ibf_params.cq_size, 4096);
+	cr_assert_eq(ibf_params.cm_timeout_ms, 2000);
+}
