@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define IBFT_MIN(a, b) ((a) < (b) ? (a) : (b))
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -28,6 +30,9 @@ struct ibft_opts {
 	const char *dst;	/* -d: peer address */
 	const char *port;	/* -P */
 	int iters;		/* -n */
+	const char *test;	/* -t: which test, for programs with several */
+	size_t max_size;	/* -m */
+	int wait_fd;		/* -w: block on fds instead of spinning */
 	int server;		/* no -d */
 };
 
@@ -54,6 +59,71 @@ int ibft_deviates(const char *prov, const char *name, const char *why);
 
 /* Hints for a MSG endpoint with local registration, for provider -p. */
 struct fi_info *ibft_msg_hints(void);
+
+/* A connected FI_EP_MSG endpoint and what it needs. */
+struct ibft_conn {
+	struct fi_info *info;	/* the endpoint's */
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_eq *eq;
+	struct fid_cq *cq;	/* one CQ for both directions */
+	struct fid_pep *pep;	/* server only */
+	struct fid_ep *ep;
+	int cq_fd;		/* with wait_fd */
+	uint8_t cm_data[64];	/* private data the peer sent */
+	size_t cm_data_len;
+};
+
+struct ibft_conn_opts {
+	int wait_fd;		/* CQ with FI_WAIT_FD, else FI_WAIT_NONE */
+	uint64_t cq_bind_flags;	/* extra: FI_SELECTIVE_COMPLETION */
+	size_t tx_size, rx_size;	/* 0: the provider's */
+	const void *cm_data;	/* sent with connect / accept */
+	size_t cm_data_len;
+};
+
+/* Hints with the -s/-d addresses in place. */
+struct fi_info *ibft_msg_hints_addr(void);
+/* Server (no -d): listen on -s, accept one.  Client: connect to -d. */
+int ibft_connect(struct ibft_conn *c, const struct ibft_conn_opts *o);
+/* Server side in two steps, to reject or to accept: */
+int ibft_listen(struct ibft_conn *c, const struct ibft_conn_opts *o);
+int ibft_wait_connreq(struct ibft_conn *c, struct fi_info **req);
+int ibft_accept(struct ibft_conn *c, struct fi_info *req,
+		const struct ibft_conn_opts *o);
+int ibft_open_active(struct ibft_conn *c, const struct ibft_conn_opts *o,
+		     struct fi_info *info);
+/* Wait for one EQ event; returns it (or -FI_E*), copying into buf. */
+int ibft_eq_wait(struct fid_eq *eq, void *buf, size_t len, int timeout_ms,
+		 struct fi_eq_err_entry *err);
+void ibft_close(struct ibft_conn *c);
+
+/* Read n completions (spinning, or blocking through the fd with epoll). */
+int ibft_cq_wait(struct ibft_conn *c, struct fi_cq_data_entry *e, int n,
+		 int use_fd, int timeout_ms);
+/* The error completion behind -FI_EAVAIL. */
+int ibft_cq_wait_err(struct ibft_conn *c, struct fi_cq_err_entry *err,
+		     int timeout_ms);
+
+/* A registered buffer. */
+struct ibft_buf {
+	uint8_t *ptr;
+	size_t len;
+	struct fid_mr *mr;
+	void *desc;
+	uint64_t key;
+};
+int ibft_buf_alloc(struct ibft_conn *c, struct ibft_buf *b, size_t len,
+		   uint64_t access);
+void ibft_buf_free(struct ibft_buf *b);
+void ibft_fill(uint8_t *p, size_t len, unsigned seed);
+int ibft_verify(const uint8_t *p, size_t len, unsigned seed);
+
+/* Small control messages over the connection, for syncing two sides. */
+int ibft_ctl_send(struct ibft_conn *c, struct ibft_buf *b, const void *msg,
+		  size_t len);
+int ibft_ctl_recv(struct ibft_conn *c, struct ibft_buf *b, void *msg,
+		  size_t len);
 
 /* Open file descriptors and resident memory of this process. */
 int ibft_count_fds(void);

@@ -7,7 +7,9 @@
 
 #include "ibft.h"
 
-struct ibft_opts ibft_opts = { .prov = "ibfab", .port = "7471", .iters = 20 };
+struct ibft_opts ibft_opts = {
+	.prov = "ibfab", .port = "7471", .iters = 20, .max_size = 4 << 20,
+};
 int ibft_failed;
 static int ibft_passed;
 
@@ -15,7 +17,7 @@ void ibft_parse(int argc, char **argv, const char *usage_extra)
 {
 	int c;
 
-	while ((c = getopt(argc, argv, "p:D:s:d:P:n:h")) != -1) {
+	while ((c = getopt(argc, argv, "p:D:s:d:P:n:t:m:wh")) != -1) {
 		switch (c) {
 		case 'p': ibft_opts.prov = optarg; break;
 		case 'D': ibft_opts.domains = optarg; break;
@@ -23,9 +25,13 @@ void ibft_parse(int argc, char **argv, const char *usage_extra)
 		case 'd': ibft_opts.dst = optarg; break;
 		case 'P': ibft_opts.port = optarg; break;
 		case 'n': ibft_opts.iters = atoi(optarg); break;
+		case 't': ibft_opts.test = optarg; break;
+		case 'm': ibft_opts.max_size = strtoul(optarg, NULL, 0); break;
+		case 'w': ibft_opts.wait_fd = 1; break;
 		default:
 			fprintf(stderr, "usage: %s [-p provider] [-D dom1,dom2] "
-				"[-s src] [-d dst] [-P port] [-n iters] %s\n",
+				"[-s src] [-d dst] [-P port] [-n iters] [-t test] [-m max_size] "
+				"[-w] %s\n",
 				argv[0], usage_extra ? usage_extra : "");
 			exit(c == 'h' ? 0 : 2);
 		}

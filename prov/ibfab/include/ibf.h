@@ -33,6 +33,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 #include <infiniband/verbs.h>
@@ -166,17 +167,29 @@ static inline struct ibf_domain *to_ibf_domain(struct fid_domain *d)
 }
 
 /* ---- memory region ---- */
+#define IBF_MR_MAGIC 0x1bfab3e6u
 struct ibf_mr {
 	struct fid_mr mr_fid;
+	uint32_t magic;		/* IBF_MR_MAGIC while open: desc checks */
 	struct ibf_domain *domain;
 	struct ibv_mr *mr;
 };
 extern struct fi_ops_mr ibf_mr_ops;
 int ibf_mr_access_to_ibv(uint64_t access);
 
-static inline uint32_t ibf_mr_lkey(void *desc)
+/*
+ * The lkey behind a descriptor.  A NULL or foreign descriptor is the
+ * caller's error, reported rather than dereferenced blindly: the magic is
+ * on the line we read anyway.
+ */
+static inline int ibf_desc_lkey(void *desc, uint32_t *lkey)
 {
-	return ((struct ibf_mr *)desc)->mr->lkey;
+	struct ibf_mr *mr = desc;
+
+	if (unlikely(!mr || mr->magic != IBF_MR_MAGIC))
+		return -FI_EINVAL;
+	*lkey = mr->mr->lkey;
+	return 0;
 }
 
 /*
@@ -271,15 +284,26 @@ struct ibf_cq {
 	enum fi_cq_format format;
 	size_t entry_size;
 	int armed;		/* ibv_req_notify_cq done, no event taken since */
-	/* Completions polled but not yet handed out, in order. */
-	struct ibv_wc wc[IBF_CQ_BATCH];
-	int wc_next, wc_count;
+	/*
+	 * Completions polled but not yet handed out, in order.  Normally one
+	 * batch; an endpoint closing on a shared CQ may park others' there.
+	 */
+	struct ibv_wc *wc;
+	int wc_next, wc_count, wc_cap;
 	int has_err;		/* wc[wc_next] is an error for fi_cq_readerr */
 	int signal_fd;		/* eventfd for fi_cq_signal */
 	int epoll_fd;		/* channel + signal: the wait object */
 	int cqe;		/* entries the ibv_cq holds */
+	int cqe_used;		/* queue slots of the endpoints using it */
 	int ref;		/* endpoints bound */
 };
+
+/* Room for an endpoint's queues, so completions can never overrun. */
+int ibf_cq_reserve(struct ibf_cq *cq, int entries);
+void ibf_cq_unreserve(struct ibf_cq *cq, int entries);
+/* Take every completion of a closing endpoint's QP out of the CQ. */
+void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
+		     struct ibf_ring *r2);
 int ibf_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq, void *context);
 
@@ -317,6 +341,133 @@ int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
 		size_t err_data_size);
 int ibf_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		struct fid_eq **eq, void *context);
+
+/* ---- connection management (ibf_cm.c, ibf_pep.c) ---- */
+/*
+ * Private data limits of rdma_cm over the TCP port space: 56 bytes with a
+ * connect, 196 with an accept, 148 with a reject.  One size for all three,
+ * as FI_OPT_CM_DATA_SIZE reports it.
+ */
+#define IBF_CM_DATA_SIZE 56
+
+/* A connection request waiting for fi_endpoint or fi_reject: info->handle. */
+struct ibf_connreq {
+	struct fid fid;		/* FI_CLASS_CONNREQ */
+	struct rdma_cm_id *id;
+};
+
+struct ibf_pep {
+	struct fid_pep pep_fid;
+	struct ibf_cm_owner owner;
+	struct ibf_fabric *fabric;
+	struct rdma_cm_id *id;
+	struct ibf_eq *eq;
+	struct fi_info *info;
+};
+int ibf_pep_open(struct fid_fabric *fabric, struct fi_info *info,
+		 struct fid_pep **pep, void *context);
+
+int ibf_getname(struct rdma_cm_id *id, void *addr, size_t *addrlen);
+int ibf_migrate_id(struct rdma_cm_id *id, struct ibf_eq *eq);
+
+/* ---- endpoint (FI_EP_MSG) ---- */
+#define IBF_MAX_SGE 32
+
+enum ibf_ep_state {
+	IBF_EP_IDLE,		/* opened, maybe enabled */
+	IBF_EP_CONNECTING,	/* fi_connect or fi_accept called */
+	IBF_EP_CONNECTED,
+	IBF_EP_SHUTDOWN,	/* disconnected, by either side */
+	IBF_EP_ERROR,		/* rejected or unreachable */
+};
+
+struct ibf_ep {
+	struct fid_ep ep_fid;
+	struct ibf_cm_owner owner;
+	struct ibf_domain *domain;
+	struct fi_info *info;
+	struct rdma_cm_id *id;
+	struct ibf_eq *eq;
+	struct ibf_cq *tx_cq, *rx_cq;
+	int state;		/* enum ibf_ep_state, atomic */
+	int enabled;
+	int active;		/* called fi_connect */
+
+	/* Transmit side; tx_lock guards the ring head and the QP's SQ. */
+	struct ibf_lock tx_lock;
+	struct ibf_ring tx;
+	uint32_t tx_unsignalled;	/* posts since the last signalled */
+	uint32_t tx_signal_every;	/* keep the ring reclaimable */
+	size_t tx_iov_limit;
+	size_t inject_size;
+	uint64_t tx_op_flags;
+	int tx_selective;	/* FI_SELECTIVE_COMPLETION on the TX CQ */
+
+	/* Receive side; rx_lock guards the ring head and the QP's RQ. */
+	struct ibf_lock rx_lock;
+	struct ibf_ring rx;
+	size_t rx_iov_limit;
+	uint64_t rx_op_flags;
+	int rx_selective;
+};
+
+static inline struct ibf_ep *to_ibf_ep(struct fid_ep *ep)
+{
+	return container_of(ep, struct ibf_ep, ep_fid);
+}
+
+int ibf_ep_open(struct fid_domain *domain, struct fi_info *info,
+		struct fid_ep **ep, void *context);
+void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
+			struct rdma_cm_event *event);
+int ibf_ep_create_qp(struct ibf_ep *ep);
+extern struct fi_ops_cm ibf_ep_cm_ops;
+extern struct fi_ops_msg ibf_msg_ops;
+extern struct fi_ops_rma ibf_rma_ops;
+/* ibf_noops.c: what an object does not support answers -FI_ENOSYS. */
+extern struct fi_ops_tagged ibf_no_tagged_ops;
+ssize_t ibf_no_cancel(fid_t fid, void *context);
+int ibf_no_ctx(struct fid_ep *sep, int index, void *attr, struct fid_ep **ep,
+	       void *context);
+ssize_t ibf_no_size_left(struct fid_ep *ep);
+int ibf_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen);
+int ibf_no_connect(struct fid_ep *ep, const void *addr, const void *param,
+		   size_t paramlen);
+int ibf_no_listen(struct fid_pep *pep);
+int ibf_no_accept(struct fid_ep *ep, const void *param, size_t paramlen);
+int ibf_no_reject(struct fid_pep *pep, fid_t handle, const void *param,
+		  size_t paramlen);
+int ibf_no_shutdown(struct fid_ep *ep, uint64_t flags);
+int ibf_no_join(struct fid_ep *ep, const void *addr, uint64_t flags,
+		struct fid_mc **mc, void *context);
+
+/* Does the caller want a completion for an operation with these flags? */
+static inline int ibf_tx_wants_comp(const struct ibf_ep *ep, uint64_t flags)
+{
+	return !ep->tx_selective || (flags & FI_COMPLETION);
+}
+
+static inline int ibf_rx_wants_comp(const struct ibf_ep *ep, uint64_t flags)
+{
+	return !ep->rx_selective || (flags & FI_COMPLETION);
+}
+
+/* One transmit work request, as the msg and rma calls describe it. */
+struct ibf_tx {
+	const struct iovec *iov;
+	void **desc;
+	size_t count;
+	enum ibv_wr_opcode opcode;
+	uint64_t remote_addr;
+	uint64_t rkey;
+	uint64_t data;		/* remote CQ data, with FI_REMOTE_CQ_DATA */
+	uint64_t flags;		/* FI_INJECT, FI_FENCE, FI_REMOTE_CQ_DATA */
+	uint64_t cq_flags;	/* what its completion reports */
+	void *context;
+	int comp;		/* the caller wants a completion */
+};
+
+/* ibf_post.h has the posting helpers, inline for the msg and rma calls. */
 int ibf_eq_trywait(struct ibf_eq *eq);
 int ibf_cq_trywait(struct ibf_cq *cq);
 

@@ -106,7 +106,8 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 			break;
 		}
 		cq->wc_next++;
-		if (op->user_comp) {
+		/* Remote CQ data is reported even for a silent receive. */
+		if (op->user_comp || (wc->wc_flags & IBV_WC_WITH_IMM)) {
 			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op);
 			n++;
 		}
@@ -344,6 +345,7 @@ static int ibf_cq_control(struct fid *fid, int command, void *arg)
 
 static void ibf_cq_destroy(struct ibf_cq *cq)
 {
+	free(cq->wc);
 	if (cq->cq)
 		ibv_destroy_cq(cq->cq);
 	if (cq->channel)
@@ -421,6 +423,101 @@ static int ibf_cq_make_wait(struct ibf_cq *cq)
 	return 0;
 }
 
+int ibf_cq_reserve(struct ibf_cq *cq, int entries)
+{
+	int want, ret = 0;
+
+	ibf_lock_acquire(&cq->lock);
+	want = cq->cqe_used + entries;
+	if (want > cq->cqe) {
+		if (want > cq->domain->dev_attr.max_cqe) {
+			IBF_WARN(FI_LOG_CQ, "endpoints on this CQ need %d entries, "
+				 "the device allows %d: use smaller tx/rx sizes or "
+				 "more CQs\n", want, cq->domain->dev_attr.max_cqe);
+			ret = -FI_ENOSPC;
+		} else if ((ret = ibv_resize_cq(cq->cq, want))) {
+			IBF_WARN(FI_LOG_CQ, "ibv_resize_cq(%d): %s; open the CQ "
+				 "with size >= %d\n", want, strerror(ret), want);
+			ret = -FI_ENOSPC;
+		} else {
+			cq->cqe = cq->cq->cqe;
+		}
+	}
+	if (!ret)
+		cq->cqe_used = want;
+	ibf_lock_release(&cq->lock);
+	return ret;
+}
+
+void ibf_cq_unreserve(struct ibf_cq *cq, int entries)
+{
+	ibf_lock_acquire(&cq->lock);
+	cq->cqe_used -= entries;
+	ibf_lock_release(&cq->lock);
+}
+
+/* Called with cq->lock held: park a completion that is not ours to drop. */
+static int ibf_cq_park(struct ibf_cq *cq, const struct ibv_wc *wc)
+{
+	struct ibv_wc *tmp;
+
+	if (cq->wc_count == cq->wc_cap) {
+		tmp = realloc(cq->wc, 2 * cq->wc_cap * sizeof(*tmp));
+		if (!tmp)
+			return -FI_ENOMEM;
+		cq->wc = tmp;
+		cq->wc_cap *= 2;
+	}
+	cq->wc[cq->wc_count++] = *wc;
+	return 0;
+}
+
+static int ibf_ring_empty(struct ibf_ring *r)
+{
+	return !r || r->head == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * An endpoint is closing and its QP is in the error state, so every work
+ * request it still has will complete (flushed).  Take the QP's completions
+ * out of the CQ, keeping everyone else's in order, until the rings that
+ * complete here (r2 may be NULL) are empty.
+ * Afterwards no completion in this CQ points into its rings.  Returns
+ * with the rings empty, or after a second if the device never flushes.
+ */
+void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
+		     struct ibf_ring *r2)
+{
+	struct ibv_wc wc[IBF_CQ_BATCH];
+	struct timespec start, now;
+	int i, n, kept;
+
+	ibf_lock_acquire(&cq->lock);
+	for (i = kept = cq->wc_next; i < cq->wc_count; i++) {
+		if (cq->wc[i].qp_num == qp_num)
+			ibf_ring_retire((struct ibf_op *)(uintptr_t)cq->wc[i].wr_id);
+		else
+			cq->wc[kept++] = cq->wc[i];
+	}
+	cq->wc_count = kept;
+	cq->has_err = 0;	/* the next poll finds a kept error again */
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!ibf_ring_empty(r1) || !ibf_ring_empty(r2)) {
+		n = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, wc);
+		for (i = 0; i < n; i++) {
+			if (wc[i].qp_num == qp_num)
+				ibf_ring_retire((struct ibf_op *)(uintptr_t)wc[i].wr_id);
+			else if (ibf_cq_park(cq, &wc[i]))
+				IBF_WARN(FI_LOG_CQ, "no memory to keep a completion "
+					 "while closing an endpoint: it is lost\n");
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (n <= 0 && now.tv_sec - start.tv_sec > 1)
+			break;
+	}
+	ibf_lock_release(&cq->lock);
+}
+
 static struct fi_ops ibf_cq_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = ibf_cq_close,
@@ -471,6 +568,12 @@ int ibf_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 		return -FI_ENOMEM;
 	cq->domain = dom;
 	cq->signal_fd = cq->epoll_fd = -1;
+	cq->wc_cap = IBF_CQ_BATCH;
+	cq->wc = calloc(cq->wc_cap, sizeof(*cq->wc));
+	if (!cq->wc) {
+		free(cq);
+		return -FI_ENOMEM;
+	}
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ?
 		     FI_CQ_FORMAT_CONTEXT : attr->format;
 	cq->entry_size = ibf_cq_entry_size(cq->format);

@@ -52,13 +52,6 @@ static int ibf_domain_no_av(struct fid_domain *domain, struct fi_av_attr *attr,
 	return -FI_ENOSYS;
 }
 
-static int ibf_domain_no_endpoint(struct fid_domain *domain, struct fi_info *info,
-				  struct fid_ep **ep, void *context)
-{
-	IBF_WARN(FI_LOG_DOMAIN, "endpoints are not implemented yet\n");
-	return -FI_ENOSYS;
-}
-
 static int ibf_domain_no_scalable_ep(struct fid_domain *domain,
 				     struct fi_info *info, struct fid_ep **sep,
 				     void *context)
@@ -126,7 +119,7 @@ static struct fi_ops_domain ibf_domain_ops = {
 	.size = sizeof(struct fi_ops_domain),
 	.av_open = ibf_domain_no_av,
 	.cq_open = ibf_cq_open,
-	.endpoint = ibf_domain_no_endpoint,
+	.endpoint = ibf_ep_open,
 	.scalable_ep = ibf_domain_no_scalable_ep,
 	.cntr_open = ibf_domain_no_cntr,
 	.poll_open = ibf_domain_no_poll,

@@ -22,6 +22,7 @@ struct ibf_eq_entry {
 	uint32_t event;
 	int is_err;
 	size_t len;		/* of data; an error entry's err_data follows it */
+	size_t min_len;		/* what a reader's buffer must hold */
 	size_t err_data_size;
 	uint8_t data[];
 };
@@ -40,6 +41,10 @@ int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
 	e->event = event;
 	e->is_err = is_err;
 	e->len = len;
+	/* CM events: the entry itself; their private data fits if it can. */
+	e->min_len = (event == FI_CONNREQ || event == FI_CONNECTED ||
+		      event == FI_SHUTDOWN) && len > sizeof(struct fi_eq_cm_entry) ?
+		     sizeof(struct fi_eq_cm_entry) : len;
 	e->err_data_size = err_data_size;
 	memcpy(e->data, buf, len);
 	if (err_data_size)
@@ -72,7 +77,8 @@ static void ibf_eq_pop(struct ibf_eq *eq)
 }
 
 /*
- * Hand each pending CM event to its id's owner.  Owners push entries, which
+ * Hand each pending CM event to its id's owner, then ack it (so owners copy
+ * what they keep, such as private data).  Owners push entries, which
  * takes eq->lock, so the channel is read here without it; the channel fd is
  * non-blocking and rdma_get_cm_event is safe from several threads.
  */
@@ -86,8 +92,7 @@ static void ibf_eq_progress(struct ibf_eq *eq)
 			ev->listen_id->context : ev->id->context;
 		if (owner && owner->on_event)
 			owner->on_event(owner, eq, ev);
-		else
-			rdma_ack_cm_event(ev);
+		rdma_ack_cm_event(ev);
 	}
 }
 
@@ -105,15 +110,15 @@ static ssize_t ibf_eq_read(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 		ret = -FI_EAGAIN;
 	} else if (e->is_err) {
 		ret = -FI_EAVAIL;
-	} else if (len < e->len || (e->len && !buf)) {
+	} else if (len < e->min_len || (e->min_len && !buf)) {
 		IBF_WARN(FI_LOG_EQ, "fi_eq_read: buffer of %zu bytes, the event "
-			 "needs %zu\n", len, e->len);
+			 "needs %zu\n", len, e->min_len);
 		ret = -FI_ETOOSMALL;
 	} else {
 		if (event)
 			*event = e->event;
-		memcpy(buf, e->data, e->len);
-		ret = e->len;
+		ret = IBF_MIN(len, e->len);
+		memcpy(buf, e->data, ret);
 		if (!(flags & FI_PEEK))
 			ibf_eq_pop(eq);
 	}
@@ -213,13 +218,17 @@ static ssize_t ibf_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 static const char *ibf_eq_strerror(struct fid_eq *eq, int prov_errno,
 				   const void *err_data, char *buf, size_t len)
 {
-	const char *s = prov_errno ? strerror(prov_errno) : "no provider error";
+	static __thread char own[64];
 
-	if (buf && len) {
-		snprintf(buf, len, "%s", s);
-		return buf;
+	if (!buf || !len) {
+		buf = own;
+		len = sizeof(own);
 	}
-	return s;
+	/* prov_errno is the rdma_cm event's status: for a rejection, the IB
+	 * CM reason (28: rejected by the peer application). */
+	snprintf(buf, len, "rdma_cm status %d%s", prov_errno,
+		 prov_errno == 28 ? " (rejected by the peer)" : "");
+	return buf;
 }
 
 static int ibf_eq_control(struct fid *fid, int command, void *arg)

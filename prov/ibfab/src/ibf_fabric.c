@@ -57,13 +57,6 @@ static int ibf_fabric_wait_open(struct fid_fabric *fabric,
 	return -FI_ENOSYS;
 }
 
-static int ibf_fabric_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
-				 struct fid_pep **pep, void *context)
-{
-	IBF_WARN(FI_LOG_FABRIC, "passive endpoints are not implemented yet\n");
-	return -FI_ENOSYS;
-}
-
 static struct fi_ops ibf_fabric_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = ibf_fabric_close,
@@ -77,7 +70,7 @@ static struct fi_ops ibf_fabric_fi_ops = {
 static struct fi_ops_fabric ibf_fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric),
 	.domain = ibf_domain_open,
-	.passive_ep = ibf_fabric_passive_ep,
+	.passive_ep = ibf_pep_open,
 	.eq_open = ibf_eq_open,
 	.wait_open = ibf_fabric_wait_open,
 	.trywait = ibf_fabric_trywait,

@@ -41,6 +41,7 @@ static int ibf_mr_close(struct fid *fid)
 		IBF_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(ret));
 		return ibf_errno_to_fi(ret);
 	}
+	mr->magic = 0;
 	ibf_ref_put(&mr->domain->ref);
 	free(mr);
 	return 0;
@@ -106,6 +107,7 @@ static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
 		return ibf_errno_to_fi(ret);
 	}
 	mr->domain = dom;
+	mr->magic = IBF_MR_MAGIC;
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
 	mr->mr_fid.fid.context = context;
 	mr->mr_fid.fid.ops = &ibf_mr_fi_ops;

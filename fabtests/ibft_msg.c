@@ -1,0 +1,427 @@
+/*
+ * FI_EP_MSG data transfer between a server (-s ADDR) and a client
+ * (-d ADDR [-s ADDR]), one test per run (-t):
+ *   pingpong      send/recv both ways with data checks, 1 B to -m bytes
+ *   rma           write, writedata (remote CQ data at the target), read
+ *   inject        fi_inject and fi_inject_write: delivered, never completed
+ *   errors        writes with a wrong key and beyond the region give error
+ *                 completions; the process then connects again and works
+ *   backpressure  full send and receive queues answer -FI_EAGAIN
+ * -w waits for completions on the CQ's fd with epoll instead of spinning.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ibft.h"
+
+static size_t max_size;
+static int use_fd;
+static struct ibft_conn_opts copts;
+
+struct remote {
+	uint64_t addr, key, len;
+};
+
+/* 1 B, 64 B, 4 KiB, 64 KiB, 1 MiB, then up to max_size (default 4 MiB). */
+static size_t next_size(size_t size)
+{
+	size_t next = size < 4096 ? size * 64 : size * 16;
+
+	return next > max_size && size < max_size ? max_size : next;
+}
+
+static int cq_one(struct ibft_conn *c, struct fi_cq_data_entry *e)
+{
+	struct fi_cq_err_entry err = { 0 };
+	int ret = ibft_cq_wait(c, e, 1, use_fd, 30000);
+
+	if (ret == 1)
+		return 1;
+	if (ret == -FI_EAVAIL && fi_cq_readerr(c->cq, &err, 0) == 1)
+		printf("# error completion: %s (prov_errno %d: %s)\n",
+		       fi_strerror(err.err), err.prov_errno,
+		       fi_cq_strerror(c->cq, err.prov_errno, err.err_data, NULL, 0));
+	else
+		printf("# no completion: %s\n", fi_strerror(-ret));
+	return 0;
+}
+
+static void pingpong(struct ibft_conn *c)
+{
+	struct ibft_buf sb, rb;
+	struct fi_cq_data_entry e;
+	size_t size;
+	int ok = 1;
+	char name[64];
+
+	if (ibft_buf_alloc(c, &sb, max_size, FI_SEND) ||
+	    ibft_buf_alloc(c, &rb, max_size, FI_RECV)) {
+		IBFT_CHECK(0, "pingpong-buffers", "registration failed");
+		return;
+	}
+	for (size = 1; size <= max_size && ok; size = next_size(size)) {
+		unsigned seed = (unsigned)size;
+
+		snprintf(name, sizeof(name), "pingpong-%zu", size);
+		memset(rb.ptr, 0, size);
+		ok = !fi_recv(c->ep, rb.ptr, size, rb.desc, 0, &rb);
+		if (!ibft_opts.server) {
+			ibft_fill(sb.ptr, size, seed);
+			ok = ok && !fi_send(c->ep, sb.ptr, size, sb.desc, 0, &sb);
+			ok = ok && cq_one(c, &e) && e.op_context == &sb &&
+			     (e.flags & (FI_SEND | FI_MSG)) == (FI_SEND | FI_MSG);
+		}
+		ok = ok && cq_one(c, &e) && e.op_context == &rb && e.len == size &&
+		     (e.flags & (FI_RECV | FI_MSG)) == (FI_RECV | FI_MSG) &&
+		     ibft_verify(rb.ptr, size, ibft_opts.server ? seed : seed + 1);
+		if (ok && ibft_opts.server) {
+			ibft_fill(sb.ptr, size, seed + 1);
+			ok = !fi_send(c->ep, sb.ptr, size, sb.desc, 0, &sb) &&
+			     cq_one(c, &e) && e.op_context == &sb;
+		}
+		IBFT_CHECK(ok, name, "transfer or data check failed (flags %#llx "
+			   "len %zu)", (unsigned long long)e.flags, e.len);
+	}
+	ibft_buf_free(&sb);
+	ibft_buf_free(&rb);
+}
+
+/* The server offers a region; the client writes, writes with data, reads. */
+static void rma(struct ibft_conn *c)
+{
+	struct ibft_buf ctl, buf, rbuf;
+	struct fi_cq_data_entry e;
+	struct remote r;
+	size_t size;
+	ssize_t ret;
+	int ok = 1;
+	char name[64];
+
+	if (ibft_buf_alloc(c, &ctl, 64, FI_SEND | FI_RECV) ||
+	    ibft_buf_alloc(c, &buf, max_size, FI_WRITE | FI_READ | FI_REMOTE_WRITE |
+			   FI_REMOTE_READ) ||
+	    ibft_buf_alloc(c, &rbuf, max_size, FI_READ)) {
+		IBFT_CHECK(0, "rma-buffers", "registration failed");
+		return;
+	}
+	if (ibft_opts.server) {
+		r.addr = (uintptr_t)buf.ptr;
+		r.key = buf.key;
+		r.len = max_size;
+		IBFT_EXPECT(ibft_ctl_send(c, &ctl, &r, sizeof(r)), 0, "rma-offer-region");
+	} else {
+		IBFT_EXPECT(ibft_ctl_recv(c, &ctl, &r, sizeof(r)), 0, "rma-get-region");
+	}
+	for (size = 1; size <= max_size && ok; size = next_size(size)) {
+		unsigned seed = (unsigned)size;
+
+		snprintf(name, sizeof(name), "rma-write-writedata-read-%zu", size);
+		if (ibft_opts.server) {
+			/* The writedata's data arrives in this receive. */
+			ok = !fi_recv(c->ep, ctl.ptr, 64, ctl.desc, 0, &ctl) &&
+			     cq_one(c, &e) && e.op_context == &ctl &&
+			     (e.flags & FI_REMOTE_CQ_DATA) && e.data == size &&
+			     (e.flags & FI_REMOTE_WRITE) &&
+			     ibft_verify(buf.ptr, size, seed);
+			/* New contents for the client to read. */
+			ibft_fill(buf.ptr, size, seed + 3);
+			ok = ok && !ibft_ctl_send(c, &ctl, "read", 5);
+		} else {
+			const char *step = "write";
+			char msg[8];
+
+			ibft_fill(buf.ptr, size, seed);
+			ok = !fi_write(c->ep, buf.ptr, size / 2, buf.desc, 0, r.addr,
+				       r.key, &buf) &&
+			     cq_one(c, &e) && e.op_context == &buf &&
+			     (e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE);
+			if (ok)
+				step = "writedata";
+			ok = ok && !fi_writedata(c->ep, buf.ptr + size / 2,
+						 size - size / 2, buf.desc, size, 0,
+						 r.addr + size / 2, r.key, &rbuf) &&
+			     cq_one(c, &e) && e.op_context == &rbuf;
+			if (ok)
+				step = "sync";
+			ok = ok && !ibft_ctl_recv(c, &ctl, msg, 5);
+			if (ok)
+				step = "read";
+			memset(rbuf.ptr, 0, size);
+			if (ok && (ret = fi_read(c->ep, rbuf.ptr, size, rbuf.desc, 0,
+						 r.addr, r.key, &r))) {
+				printf("# fi_read: %s\n", fi_strerror((int)-ret));
+				ok = 0;
+			}
+			ok = ok && cq_one(c, &e) && e.op_context == &r &&
+			     (e.flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ) &&
+			     ibft_verify(rbuf.ptr, size, seed + 3);
+			if (!ok)
+				printf("# rma %zu: failed at %s: context %p (buf %p rbuf %p "
+				       "r %p) flags %#llx len %zu\n", size, step,
+				       e.op_context, (void *)&buf, (void *)&rbuf,
+				       (void *)&r, (unsigned long long)e.flags, e.len);
+		}
+		IBFT_CHECK(ok, name, "transfer or data check failed (flags %#llx "
+			   "data %llu)", (unsigned long long)e.flags,
+			   (unsigned long long)e.data);
+	}
+	/* The region stays registered until the client's last read is done. */
+	if (ibft_opts.server)
+		IBFT_EXPECT(ibft_ctl_recv(c, &ctl, name, 5), 0, "rma-client-done");
+	else
+		IBFT_EXPECT(ibft_ctl_send(c, &ctl, "done", 5), 0, "rma-client-done");
+	ibft_buf_free(&ctl);
+	ibft_buf_free(&buf);
+	ibft_buf_free(&rbuf);
+}
+
+static void inject(struct ibft_conn *c)
+{
+	size_t isz = c->info->tx_attr->inject_size, size;
+	struct ibft_buf ctl, rb, region;
+	struct fi_cq_data_entry e[2];
+	struct remote r;
+	uint8_t small[4096];
+	int ok = 1, n;
+
+	if (isz > sizeof(small))
+		isz = sizeof(small);
+	IBFT_CHECK(isz > 0, "inject-size-positive", "inject_size is 0");
+	if (ibft_buf_alloc(c, &ctl, 64, FI_SEND | FI_RECV) ||
+	    ibft_buf_alloc(c, &rb, 4096, FI_RECV) ||
+	    ibft_buf_alloc(c, &region, 4096, FI_REMOTE_WRITE)) {
+		IBFT_CHECK(0, "inject-buffers", "registration failed");
+		return;
+	}
+	if (ibft_opts.server) {
+		r.addr = (uintptr_t)region.ptr;
+		r.key = region.key;
+		ok = !ibft_ctl_send(c, &ctl, &r, sizeof(r));
+		for (size = 1; ok && size <= isz; size *= 4) {
+			ok = !fi_recv(c->ep, rb.ptr, rb.len, rb.desc, 0, &rb) &&
+			     cq_one(c, e) && e[0].len == size &&
+			     ibft_verify(rb.ptr, size, (unsigned)size);
+		}
+		IBFT_CHECK(ok, "inject-delivered", "an injected message was wrong");
+		/* The inject_write lands before the writedata that follows it. */
+		ok = !fi_recv(c->ep, rb.ptr, rb.len, rb.desc, 0, &rb) &&
+		     cq_one(c, e) && (e[0].flags & FI_REMOTE_CQ_DATA) &&
+		     ibft_verify(region.ptr, isz, 77);
+		IBFT_CHECK(ok, "inject-write-delivered", "region not written");
+	} else {
+		ok = !ibft_ctl_recv(c, &ctl, &r, sizeof(r));
+		for (size = 1; ok && size <= isz; size *= 4) {
+			ibft_fill(small, size, (unsigned)size);
+			ok = !fi_inject(c->ep, small, size, 0);
+			memset(small, 0xee, size);	/* reusable at once */
+		}
+		IBFT_CHECK(ok, "inject-posted", "fi_inject failed");
+		ibft_fill(small, isz, 77);
+		ok = !fi_inject_write(c->ep, small, isz, 0, r.addr, r.key);
+		memset(small, 0, isz);
+		ok = ok && !fi_writedata(c->ep, NULL, 0, NULL, 1, 0, r.addr, r.key, &r);
+		IBFT_CHECK(ok, "inject-write-posted", "fi_inject_write failed");
+		/* Exactly one completion: the writedata's, not the injects'. */
+		n = ibft_cq_wait(c, e, 1, use_fd, 30000);
+		IBFT_CHECK(n == 1 && e[0].op_context == &r, "inject-no-completion",
+			   "first completion has context %p", e[0].op_context);
+		usleep(100000);
+		IBFT_EXPECT(fi_cq_read(c->cq, e, 2), -FI_EAGAIN, "inject-cq-empty");
+	}
+	ibft_buf_free(&ctl);
+	ibft_buf_free(&rb);
+	ibft_buf_free(&region);
+}
+
+/* Wait for the client to leave, then close; returns the EQ event. */
+static int server_drop(struct ibft_conn *c)
+{
+	struct fi_eq_cm_entry entry;
+	int ret = ibft_eq_wait(c->eq, &entry, sizeof(entry), 20000, NULL);
+
+	fi_close(&c->ep->fid);
+	c->ep = NULL;
+	return ret;
+}
+
+static void errors(void)
+{
+	static const char *cases[] = { "wrong-key", "beyond-region", "good" };
+	struct ibft_conn c;
+	struct ibft_buf ctl = { 0 }, region = { 0 }, local = { 0 };
+	struct fi_cq_err_entry err;
+	struct fi_cq_data_entry e;
+	struct remote r;
+	struct fi_info *req;
+	int i, ret;
+	char name[64];
+
+	if (ibft_opts.server) {
+		if (ibft_listen(&c, &copts))
+			return (void)IBFT_CHECK(0, "errors-listen", "listen failed");
+		for (i = 0; i < 3; i++) {
+			ret = ibft_wait_connreq(&c, &req);
+			if (!ret)
+				ret = ibft_accept(&c, req, &copts);
+			if (!ret && !ctl.ptr)
+				ret = ibft_buf_alloc(&c, &ctl, 64, FI_SEND | FI_RECV) ||
+				      ibft_buf_alloc(&c, &region, 4096, FI_REMOTE_WRITE);
+			r.addr = (uintptr_t)region.ptr;
+			r.key = region.key;
+			r.len = 4096;
+			if (!ret)
+				ret = ibft_ctl_send(&c, &ctl, &r, sizeof(r));
+			snprintf(name, sizeof(name), "errors-serve-%s", cases[i]);
+			IBFT_EXPECT(ret, 0, name);
+			if (i == 2) {
+				ret = ibft_ctl_recv(&c, &ctl, name, 4);
+				IBFT_CHECK(!ret && ibft_verify(region.ptr, 4096, 5),
+					   "errors-good-write-landed", "region wrong");
+			}
+			server_drop(&c);
+		}
+		ibft_buf_free(&ctl);
+		ibft_buf_free(&region);
+		ibft_close(&c);
+		return;
+	}
+	for (i = 0; i < 3; i++) {
+		uint64_t key, addr;
+
+		snprintf(name, sizeof(name), "errors-connect-%s", cases[i]);
+		if (!IBFT_EXPECT(ibft_connect(&c, &copts), 0, name)) {
+			ibft_close(&c);
+			return;
+		}
+		ibft_buf_alloc(&c, &ctl, 64, FI_SEND | FI_RECV);
+		ibft_buf_alloc(&c, &local, 4096, FI_WRITE);
+		ibft_fill(local.ptr, 4096, 5);
+		ibft_ctl_recv(&c, &ctl, &r, sizeof(r));
+		key = i == 0 ? r.key ^ 0x5a5a00 : r.key;
+		addr = i == 1 ? r.addr + 2 * 4096 : r.addr;
+		snprintf(name, sizeof(name), "errors-post-%s", cases[i]);
+		IBFT_EXPECT(fi_write(c.ep, local.ptr, 4096, local.desc, 0, addr,
+				     key, &local), 0, name);
+		if (i < 2) {
+			ret = ibft_cq_wait_err(&c, &err, 30000);
+			snprintf(name, sizeof(name), "errors-completion-%s", cases[i]);
+			IBFT_CHECK(ret == 1 && err.op_context == &local && err.err &&
+				   (err.flags & FI_WRITE), name, "readerr %d context "
+				   "%p err %d flags %#llx", ret, err.op_context, err.err,
+				   (unsigned long long)err.flags);
+			snprintf(name, sizeof(name), "errors-code-%s", cases[i]);
+			if (!ibft_deviates("verbs", name, "libfabric 1.17 verbs "
+					   "reports every failed completion as FI_EIO"))
+				IBFT_CHECK(err.err == FI_EACCES, name, "err %d (%s), "
+					   "want FI_EACCES", err.err, fi_strerror(err.err));
+			snprintf(name, sizeof(name), "errors-strerror-%s", cases[i]);
+			IBFT_CHECK(fi_cq_strerror(c.cq, err.prov_errno, err.err_data,
+						  NULL, 0) != NULL, name, "no string");
+		} else {
+			ret = ibft_cq_wait(&c, &e, 1, use_fd, 30000);
+			IBFT_CHECK(ret == 1 && e.op_context == &local,
+				   "errors-good-write-completes", "ret %d", ret);
+			IBFT_EXPECT(ibft_ctl_send(&c, &ctl, "done", 4), 0,
+				    "errors-good-done");
+		}
+		ibft_buf_free(&ctl);
+		ibft_buf_free(&local);
+		ibft_close(&c);
+	}
+}
+
+static void backpressure(struct ibft_conn *c)
+{
+	size_t tx = c->info->tx_attr->size, rx = c->info->rx_attr->size, n;
+	struct ibft_buf ctl, region, local;
+	struct fi_cq_data_entry e[64];
+	struct remote r;
+	ssize_t ret = 0;
+	int got = 0;
+
+	ibft_buf_alloc(c, &ctl, 64, FI_SEND | FI_RECV);
+	ibft_buf_alloc(c, &region, 4096, FI_REMOTE_WRITE | FI_RECV);
+	ibft_buf_alloc(c, &local, 4096, FI_WRITE);
+	if (ibft_opts.server) {
+		r.addr = (uintptr_t)region.ptr;
+		r.key = region.key;
+		ibft_ctl_send(c, &ctl, &r, sizeof(r));
+		/* Receives until the queue is full. */
+		for (n = 0; n < 8 * rx + 64; n++) {
+			ret = fi_recv(c->ep, region.ptr, 64, region.desc, 0, &region);
+			if (ret)
+				break;
+		}
+		IBFT_CHECK(ret == -FI_EAGAIN && n >= 1, "backpressure-recv-eagain",
+			   "%zu receives posted, then %zd (rx size %zu)", n, ret, rx);
+		/* The client's message takes one; one more fits again. */
+		ret = ibft_cq_wait(c, e, 1, use_fd, 30000);
+		IBFT_CHECK(ret == 1, "backpressure-recv-completes", "%zd", ret);
+		IBFT_EXPECT(fi_recv(c->ep, region.ptr, 64, region.desc, 0, &region),
+			    0, "backpressure-recv-room-again");
+	} else {
+		ibft_ctl_recv(c, &ctl, &r, sizeof(r));
+		for (n = 0; n < 8 * tx + 64; n++) {
+			ret = fi_write(c->ep, local.ptr, 8, local.desc, 0, r.addr,
+				       r.key, &local);
+			if (ret)
+				break;
+		}
+		/* Full: -FI_EAGAIN.  A provider may also reclaim on its own. */
+		IBFT_CHECK((ret == -FI_EAGAIN && n >= 1) || (!ret && n == 8 * tx + 64),
+			   "backpressure-send-eagain", "%zu writes posted, then %zd "
+			   "(tx size %zu)", n, ret, tx);
+		while ((size_t)got < n) {
+			ret = ibft_cq_wait(c, e, (int)IBFT_MIN(n - got, 64), use_fd, 30000);
+			if (ret <= 0)
+				break;
+			got += (int)ret;
+		}
+		IBFT_CHECK((size_t)got == n, "backpressure-all-complete",
+			   "%d of %zu completions", got, n);
+		IBFT_EXPECT(fi_write(c->ep, local.ptr, 8, local.desc, 0, r.addr,
+				     r.key, &local), 0, "backpressure-room-again");
+		ibft_cq_wait(c, e, 1, use_fd, 30000);
+		IBFT_EXPECT(ibft_ctl_send(c, &ctl, "end", 4), 0, "backpressure-end");
+	}
+	ibft_buf_free(&ctl);
+	ibft_buf_free(&region);
+	ibft_buf_free(&local);
+}
+
+int main(int argc, char **argv)
+{
+	const char *test;
+	struct ibft_conn c;
+	int ret;
+
+	ibft_parse(argc, argv, "(-t pingpong|rma|inject|errors|backpressure)");
+	test = ibft_opts.test ? ibft_opts.test : "pingpong";
+	max_size = ibft_opts.max_size;
+	use_fd = ibft_opts.wait_fd;
+	copts.wait_fd = use_fd;
+	if (!strcmp(test, "errors")) {
+		errors();
+		return ibft_finish();
+	}
+	if (!strcmp(test, "backpressure"))
+		copts.tx_size = copts.rx_size = 16;
+	ret = ibft_connect(&c, &copts);
+	if (!IBFT_EXPECT(ret, 0, "connect")) {
+		ibft_close(&c);
+		return ibft_finish();
+	}
+	if (!strcmp(test, "pingpong"))
+		pingpong(&c);
+	else if (!strcmp(test, "rma"))
+		rma(&c);
+	else if (!strcmp(test, "inject"))
+		inject(&c);
+	else if (!strcmp(test, "backpressure"))
+		backpressure(&c);
+	else
+		IBFT_CHECK(0, "test-name", "no test %s", test);
+	ibft_close(&c);
+	return ibft_finish();
+}

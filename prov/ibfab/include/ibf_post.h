@@ -1,0 +1,145 @@
+/*
+ * Posting work requests: the data path of FI_EP_MSG endpoints.
+ *
+ * Each post takes the next slot of a ring sized at fi_endpoint, so nothing
+ * is allocated and no system call is made (ibv_post_send/recv ring the
+ * doorbell from user space).  The lock is the one the threading level
+ * asked for, which may be none.
+ *
+ * Signalling: a send is signalled when the caller wants its completion,
+ * and otherwise once every tx_signal_every posts, so that completions
+ * keep retiring slots (a completion retires every slot before it) and the
+ * ring can never fill with slots nothing will free.
+ */
+#ifndef IBF_POST_H
+#define IBF_POST_H
+
+#include <arpa/inet.h>
+
+#include "ibf.h"
+
+/* Fill sge[] from iov/desc.  Inline data needs no key. */
+static inline ssize_t ibf_fill_sge(struct ibv_sge *sge, const struct iovec *iov,
+				   void **desc, size_t count, int need_key,
+				   size_t *total)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < count; i++) {
+		sge[i].addr = (uintptr_t)iov[i].iov_base;
+		sge[i].length = (uint32_t)iov[i].iov_len;
+		sge[i].lkey = 0;
+		len += iov[i].iov_len;
+		if (need_key && iov[i].iov_len &&
+		    unlikely(!desc || ibf_desc_lkey(desc[i], &sge[i].lkey))) {
+			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "buffer %p has no "
+				       "descriptor from fi_mr_desc: FI_MR_LOCAL "
+				       "needs one for each iov\n", iov[i].iov_base);
+			return -FI_EINVAL;
+		}
+	}
+	*total = len;
+	return 0;
+}
+
+static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
+{
+	struct ibv_sge sge[IBF_MAX_SGE];
+	struct ibv_send_wr wr, *bad;
+	struct ibf_op *op;
+	size_t len = 0, i;
+	int inline_ok, ret;
+
+	if (unlikely(tx->count > ep->tx_iov_limit)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs, tx iov_limit "
+			       "is %zu\n", tx->count, ep->tx_iov_limit);
+		return -FI_EINVAL;
+	}
+	for (i = 0; i < tx->count; i++)
+		len += tx->iov[i].iov_len;
+	/* Small sends and writes go inline: the buffer is free on return. */
+	inline_ok = tx->opcode != IBV_WR_RDMA_READ && len <= ep->inject_size;
+	if (unlikely((tx->flags & FI_INJECT) && !inline_ok)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "inject of %zu bytes, "
+			       "inject_size is %zu\n", len, ep->inject_size);
+		return -FI_EINVAL;
+	}
+	ret = ibf_fill_sge(sge, tx->iov, tx->desc, tx->count, !inline_ok, &len);
+	if (unlikely(ret))
+		return ret;
+
+	wr.next = NULL;
+	wr.sg_list = sge;
+	wr.num_sge = (int)tx->count;
+	wr.opcode = tx->opcode;
+	wr.send_flags = (inline_ok ? IBV_SEND_INLINE : 0) |
+			((tx->flags & FI_FENCE) ? IBV_SEND_FENCE : 0);
+	wr.imm_data = htonl((uint32_t)tx->data);
+	wr.wr.rdma.remote_addr = tx->remote_addr;
+	wr.wr.rdma.rkey = (uint32_t)tx->rkey;
+
+	ibf_lock_acquire(&ep->tx_lock);
+	if (unlikely(!ibf_ring_free(&ep->tx) || !ep->id->qp)) {
+		ibf_lock_release(&ep->tx_lock);
+		return ep->id->qp ? -FI_EAGAIN : -FI_EOPBADSTATE;
+	}
+	op = &ep->tx.ops[ep->tx.head & (ep->tx.size - 1)];
+	op->context = tx->context;
+	op->flags = tx->cq_flags;
+	op->len = len;
+	op->buf = NULL;
+	op->user_comp = tx->comp;
+	if (tx->comp || ++ep->tx_unsignalled >= ep->tx_signal_every) {
+		wr.send_flags |= IBV_SEND_SIGNALED;
+		ep->tx_unsignalled = 0;
+	}
+	wr.wr_id = (uintptr_t)op;
+	ret = ibv_post_send(ep->id->qp, &wr, &bad);
+	if (likely(!ret))
+		ep->tx.head++;
+	ibf_lock_release(&ep->tx_lock);
+	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
+}
+
+static inline ssize_t ibf_ep_post_rx(struct ibf_ep *ep, const struct iovec *iov,
+				     void **desc, size_t count, void *context,
+				     int comp)
+{
+	struct ibv_sge sge[IBF_MAX_SGE];
+	struct ibv_recv_wr wr, *bad;
+	struct ibf_op *op;
+	size_t len;
+	ssize_t ret;
+
+	if (unlikely(count > ep->rx_iov_limit)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs, rx iov_limit "
+			       "is %zu\n", count, ep->rx_iov_limit);
+		return -FI_EINVAL;
+	}
+	ret = ibf_fill_sge(sge, iov, desc, count, 1, &len);
+	if (unlikely(ret))
+		return ret;
+	wr.next = NULL;
+	wr.sg_list = sge;
+	wr.num_sge = (int)count;
+
+	ibf_lock_acquire(&ep->rx_lock);
+	if (unlikely(!ibf_ring_free(&ep->rx) || !ep->id->qp)) {
+		ibf_lock_release(&ep->rx_lock);
+		return ep->id->qp ? -FI_EAGAIN : -FI_EOPBADSTATE;
+	}
+	op = &ep->rx.ops[ep->rx.head & (ep->rx.size - 1)];
+	op->context = context;
+	op->flags = FI_RECV | FI_MSG;
+	op->len = len;
+	op->buf = count ? iov[0].iov_base : NULL;
+	op->user_comp = comp;
+	wr.wr_id = (uintptr_t)op;
+	ret = ibv_post_recv(ep->id->qp, &wr, &bad);
+	if (likely(!ret))
+		ep->rx.head++;
+	ibf_lock_release(&ep->rx_lock);
+	return likely(!ret) ? 0 : ibf_errno_to_fi((int)ret);
+}
+
+#endif /* IBF_POST_H */

@@ -1,0 +1,474 @@
+/*
+ * FI_EP_MSG endpoints: an RC queue pair on an rdma_cm id.
+ *
+ * Life of an endpoint: fi_endpoint makes (or, from a connection request,
+ * takes) the id and binds or resolves its addresses, which fixes the
+ * device; fi_ep_bind records the CQs and the EQ; fi_enable creates the QP
+ * and the two rings of work request slots, each sized once, here; fi_connect
+ * or fi_accept moves the id to the EQ's event channel and starts the
+ * handshake (ibf_cm.c); fi_close flushes the QP, takes its completions out
+ * of the CQs and frees everything.
+ *
+ * Until it is moved to an EQ, an id is synchronous (librdmacm's own
+ * channel), so address and route resolution can simply block.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf.h"
+
+static uint32_t ibf_pow2_up(size_t n)
+{
+	uint32_t p = 1;
+
+	while (p < n && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+static uint32_t ibf_pow2_down(size_t n)
+{
+	uint32_t p = 1;
+
+	while ((size_t)p * 2 <= n && p < (1u << 30))
+		p <<= 1;
+	return p;
+}
+
+/* A ring of at least "want" slots the device can queue. */
+static uint32_t ibf_ring_size(size_t want, int dev_max)
+{
+	uint32_t size = ibf_pow2_up(want ? want : 1);
+
+	if (size > (uint32_t)dev_max)
+		size = ibf_pow2_down(dev_max);
+	return size;
+}
+
+static int ibf_ring_init(struct ibf_ring *r, uint32_t size)
+{
+	uint32_t i;
+
+	r->ops = calloc(size, sizeof(*r->ops));
+	if (!r->ops)
+		return -FI_ENOMEM;
+	r->size = size;
+	r->head = r->tail = 0;
+	for (i = 0; i < size; i++)
+		r->ops[i].ring = r;
+	return 0;
+}
+
+int ibf_ep_create_qp(struct ibf_ep *ep)
+{
+	struct ibf_cq *scq = ep->tx_cq ? ep->tx_cq : ep->rx_cq;
+	struct ibf_cq *rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+	struct ibv_qp_init_attr attr = { 0 };
+	int ret;
+
+	attr.qp_type = IBV_QPT_RC;
+	attr.send_cq = scq->cq;
+	attr.recv_cq = rcq->cq;
+	attr.cap.max_send_wr = ep->tx.size;
+	attr.cap.max_recv_wr = ep->rx.size;
+	attr.cap.max_send_sge = ep->tx_iov_limit;
+	attr.cap.max_recv_sge = ep->rx_iov_limit;
+	attr.cap.max_inline_data = ep->inject_size;
+	attr.sq_sig_all = 0;	/* we choose which sends complete */
+	if (rdma_create_qp(ep->id, ep->domain->pd, &attr)) {
+		ret = ibf_errno_to_fi(errno);
+		IBF_WARN(FI_LOG_EP_CTRL, "rdma_create_qp (send %u, recv %u, sge "
+			 "%zu/%zu, inline %zu): %s\n", ep->tx.size, ep->rx.size,
+			 ep->tx_iov_limit, ep->rx_iov_limit, ep->inject_size,
+			 fi_strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
+/* Reserve CQ room for both rings, so no completion can overrun a CQ. */
+static int ibf_ep_reserve_cqs(struct ibf_ep *ep)
+{
+	struct ibf_cq *scq = ep->tx_cq ? ep->tx_cq : ep->rx_cq;
+	struct ibf_cq *rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+	int ret;
+
+	ret = ibf_cq_reserve(scq, ep->tx.size);
+	if (ret)
+		return ret;
+	ret = ibf_cq_reserve(rcq, ep->rx.size);
+	if (ret)
+		ibf_cq_unreserve(scq, ep->tx.size);
+	return ret;
+}
+
+static int ibf_ep_enable(struct ibf_ep *ep)
+{
+	int ret;
+
+	if (ep->enabled)
+		return 0;
+	if (!ep->tx_cq && !ep->rx_cq) {
+		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a CQ first\n");
+		return -FI_ENOCQ;
+	}
+	if (!ep->eq) {
+		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind an EQ first: "
+			 "connection events go there\n");
+		return -FI_ENOEQ;
+	}
+	ret = ibf_ep_reserve_cqs(ep);
+	if (ret)
+		return ret;
+	/* Without an address yet, the QP waits for fi_connect's resolution. */
+	if (ep->id->verbs && (ret = ibf_ep_create_qp(ep))) {
+		ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
+		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ep->rx.size);
+		return ret;
+	}
+	ep->enabled = 1;
+	return 0;
+}
+
+static int ibf_ep_bind_cq(struct ibf_ep *ep, struct ibf_cq *cq, uint64_t flags)
+{
+	if (cq->domain != ep->domain) {
+		IBF_WARN(FI_LOG_EP_CTRL, "CQ and endpoint are on different domains\n");
+		return -FI_EINVAL;
+	}
+	if (!(flags & (FI_TRANSMIT | FI_RECV))) {
+		IBF_WARN(FI_LOG_EP_CTRL, "bind a CQ with FI_TRANSMIT and/or FI_RECV\n");
+		return -FI_EBADFLAGS;
+	}
+	if (((flags & FI_TRANSMIT) && ep->tx_cq) || ((flags & FI_RECV) && ep->rx_cq)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a CQ is already bound for that direction\n");
+		return -FI_EINVAL;
+	}
+	if (flags & FI_TRANSMIT) {
+		ep->tx_cq = cq;
+		ep->tx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
+		ibf_ref_get(&cq->ref);
+	}
+	if (flags & FI_RECV) {
+		ep->rx_cq = cq;
+		ep->rx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
+		ibf_ref_get(&cq->ref);
+	}
+	return 0;
+}
+
+static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+
+	if (!bfid)
+		return -FI_EINVAL;
+	if (ep->enabled) {
+		IBF_WARN(FI_LOG_EP_CTRL, "bind before fi_enable\n");
+		return -FI_EOPBADSTATE;
+	}
+	switch (bfid->fclass) {
+	case FI_CLASS_CQ:
+		return ibf_ep_bind_cq(ep, container_of(bfid, struct ibf_cq, cq_fid.fid),
+				      flags);
+	case FI_CLASS_EQ:
+		if (ep->eq)
+			return -FI_EINVAL;
+		ep->eq = container_of(bfid, struct ibf_eq, eq_fid.fid);
+		ibf_ref_get(&ep->eq->ref);
+		return 0;
+	default:
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind fid class %zu to an "
+			 "FI_EP_MSG endpoint (CQs and an EQ only)\n", bfid->fclass);
+		return -FI_ENOSYS;
+	}
+}
+
+static int ibf_ep_control(struct fid *fid, int command, void *arg)
+{
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+	uint64_t *flags = arg;
+
+	switch (command) {
+	case FI_ENABLE:
+		return ibf_ep_enable(ep);
+	case FI_GETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if (*flags & FI_TRANSMIT)
+			*flags = ep->tx_op_flags;
+		else if (*flags & FI_RECV)
+			*flags = ep->rx_op_flags;
+		else
+			return -FI_EINVAL;
+		return 0;
+	case FI_SETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if (*flags & FI_TRANSMIT)
+			ep->tx_op_flags = *flags & ~FI_TRANSMIT;
+		else if (*flags & FI_RECV)
+			ep->rx_op_flags = *flags & ~FI_RECV;
+		else
+			return -FI_EINVAL;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+/* Flush the QP and take its completions out of the CQs before freeing. */
+static void ibf_ep_flush(struct ibf_ep *ep)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+	struct ibf_cq *scq = ep->tx_cq ? ep->tx_cq : ep->rx_cq;
+	struct ibf_cq *rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+	uint32_t qp_num = ep->id->qp->qp_num;
+
+	ibv_modify_qp(ep->id->qp, &attr, IBV_QP_STATE);
+	if (scq == rcq) {
+		ibf_cq_drain_qp(scq, qp_num, &ep->tx, &ep->rx);
+	} else {
+		ibf_cq_drain_qp(scq, qp_num, &ep->tx, NULL);
+		ibf_cq_drain_qp(rcq, qp_num, &ep->rx, NULL);
+	}
+}
+
+static int ibf_ep_close(struct fid *fid)
+{
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+	int leak = 0;
+
+	if (ep->id && ep->id->qp) {
+		if (__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) == IBF_EP_CONNECTED)
+			rdma_disconnect(ep->id);
+		ibf_ep_flush(ep);
+		/* A device that never flushed may still write into the rings. */
+		leak = ep->tx.head != ep->tx.tail || ep->rx.head != ep->rx.tail;
+		rdma_destroy_qp(ep->id);
+	}
+	if (ep->enabled) {
+		ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
+		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ep->rx.size);
+	}
+	if (ep->id)
+		rdma_destroy_id(ep->id);
+	if (ep->tx_cq)
+		ibf_ref_put(&ep->tx_cq->ref);
+	if (ep->rx_cq)
+		ibf_ref_put(&ep->rx_cq->ref);
+	if (ep->eq)
+		ibf_ref_put(&ep->eq->ref);
+	ibf_ref_put(&ep->domain->ref);
+	if (leak) {
+		IBF_WARN(FI_LOG_EP_CTRL, "the device did not flush every work "
+			 "request; keeping the endpoint's rings allocated\n");
+	} else {
+		free(ep->tx.ops);
+		free(ep->rx.ops);
+	}
+	ibf_lock_fini(&ep->tx_lock);
+	ibf_lock_fini(&ep->rx_lock);
+	fi_freeinfo(ep->info);
+	free(ep);
+	return 0;
+}
+
+static ssize_t ibf_ep_cancel(fid_t fid, void *context)
+{
+	/* A posted verbs receive cannot be taken back. */
+	return -FI_ENOSYS;
+}
+
+static int ibf_ep_getopt(fid_t fid, int level, int optname, void *optval,
+			 size_t *optlen)
+{
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	switch (optname) {
+	case FI_OPT_CM_DATA_SIZE:
+		if (!optval || !optlen || *optlen < sizeof(size_t)) {
+			if (optlen)
+				*optlen = sizeof(size_t);
+			return -FI_ETOOSMALL;
+		}
+		*(size_t *)optval = IBF_CM_DATA_SIZE;
+		*optlen = sizeof(size_t);
+		return 0;
+	default:
+		return -FI_ENOPROTOOPT;
+	}
+}
+
+static int ibf_ep_setopt(fid_t fid, int level, int optname, const void *optval,
+			 size_t optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+static ssize_t ibf_ep_tx_size_left(struct fid_ep *ep_fid)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ep->tx.ops ? (ssize_t)ibf_ring_free(&ep->tx) : -FI_EOPBADSTATE;
+}
+
+static ssize_t ibf_ep_rx_size_left(struct fid_ep *ep_fid)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ep->rx.ops ? (ssize_t)ibf_ring_free(&ep->rx) : -FI_EOPBADSTATE;
+}
+
+static struct fi_ops ibf_ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ibf_ep_close,
+	.bind = ibf_ep_bind,
+	.control = ibf_ep_control,
+	.ops_open = ibf_no_ops_open,
+	.tostr = ibf_no_tostr,
+	.ops_set = ibf_no_ops_set,
+};
+
+static struct fi_ops_ep ibf_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = ibf_ep_cancel,
+	.getopt = ibf_ep_getopt,
+	.setopt = ibf_ep_setopt,
+	.tx_ctx = (void *)ibf_no_ctx,
+	.rx_ctx = (void *)ibf_no_ctx,
+	.rx_size_left = ibf_ep_rx_size_left,
+	.tx_size_left = ibf_ep_tx_size_left,
+};
+
+/* The id the endpoint will use: a connection request's, or a new one. */
+static int ibf_ep_take_id(struct ibf_ep *ep, const struct fi_info *info)
+{
+	struct ibf_connreq *req;
+	int ret;
+
+	if (info->handle) {
+		if (info->handle->fclass != FI_CLASS_CONNREQ) {
+			IBF_WARN(FI_LOG_EP_CTRL, "info->handle is not a "
+				 "connection request from FI_CONNREQ\n");
+			return -FI_EINVAL;
+		}
+		/* The endpoint consumes the request (fi_reject would free it). */
+		req = container_of(info->handle, struct ibf_connreq, fid);
+		ep->id = req->id;
+		ep->id->context = &ep->owner;
+		free(req);
+		return 0;
+	}
+	if (rdma_create_id(NULL, &ep->id, &ep->owner, RDMA_PS_TCP))
+		return ibf_errno_to_fi(errno);
+	if (info->dest_addr) {
+		ret = rdma_resolve_addr(ep->id, info->src_addr, info->dest_addr,
+					ibf_params.cm_timeout_ms);
+		if (!ret)
+			ret = rdma_resolve_route(ep->id, ibf_params.cm_timeout_ms);
+	} else if (info->src_addr) {
+		ret = rdma_bind_addr(ep->id, info->src_addr);
+	} else {
+		ret = 0;
+	}
+	if (ret) {
+		char buf[80];
+
+		ret = ibf_errno_to_fi(errno);
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot %s %s: %s\n",
+			 info->dest_addr ? "reach" : "bind",
+			 ibf_addr_str(info->dest_addr ? info->dest_addr : info->src_addr,
+				      buf, sizeof(buf)), fi_strerror(-ret));
+	}
+	return ret;
+}
+
+static void ibf_ep_size(struct ibf_ep *ep, const struct fi_info *info)
+{
+	const struct ibv_device_attr *dev = &ep->domain->dev_attr;
+	size_t tx = info->tx_attr && info->tx_attr->size ? info->tx_attr->size :
+		    ibf_params.tx_size;
+	size_t rx = info->rx_attr && info->rx_attr->size ? info->rx_attr->size :
+		    ibf_params.rx_size;
+
+	ep->tx.size = ibf_ring_size(tx, dev->max_qp_wr);
+	ep->rx.size = ibf_ring_size(rx, dev->max_qp_wr);
+	ep->tx_signal_every = IBF_MAX(ep->tx.size / 2, 1);
+	ep->tx_iov_limit = info->tx_attr && info->tx_attr->iov_limit ?
+			   info->tx_attr->iov_limit : ibf_params.tx_iov_limit;
+	ep->rx_iov_limit = info->rx_attr && info->rx_attr->iov_limit ?
+			   info->rx_attr->iov_limit : ibf_params.rx_iov_limit;
+	ep->tx_iov_limit = IBF_MIN(IBF_MIN(ep->tx_iov_limit, (size_t)dev->max_sge),
+				   IBF_MAX_SGE);
+	ep->rx_iov_limit = IBF_MIN(IBF_MIN(ep->rx_iov_limit, (size_t)dev->max_sge),
+				   IBF_MAX_SGE);
+	ep->inject_size = info->tx_attr ? info->tx_attr->inject_size : 0;
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+}
+
+int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
+		struct fid_ep **ep_fid, void *context)
+{
+	struct ibf_domain *dom = to_ibf_domain(domain_fid);
+	struct ibf_ep *ep;
+	int ret;
+
+	if (!info || !ep_fid || (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
+				 info->ep_attr->type != FI_EP_UNSPEC)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "fi_endpoint needs an FI_EP_MSG info "
+			 "from fi_getinfo or FI_CONNREQ\n");
+		return -FI_EINVAL;
+	}
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->domain = dom;
+	ep->owner.on_event = ibf_ep_on_cm_event;
+	ibf_lock_init(&ep->tx_lock, ibf_threading_needs_lock(dom->info->domain_attr->threading));
+	ibf_lock_init(&ep->rx_lock, ep->tx_lock.enabled);
+	ep->info = fi_dupinfo(info);
+	if (!ep->info) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
+	ibf_ep_size(ep, info);
+	ret = ibf_ep_take_id(ep, info);
+	if (ret)
+		goto err;
+	if (ep->id->verbs && ep->id->verbs != dom->verbs) {
+		IBF_WARN(FI_LOG_EP_CTRL, "the endpoint's address is on %s, the "
+			 "domain is %s: open the domain from this fi_info\n",
+			 ibv_get_device_name(ep->id->verbs->device),
+			 dom->info->domain_attr->name);
+		ret = -FI_EINVAL;
+		goto err;
+	}
+	ret = ibf_ring_init(&ep->tx, ep->tx.size);
+	if (!ret)
+		ret = ibf_ring_init(&ep->rx, ep->rx.size);
+	if (ret)
+		goto err;
+	ep->ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &ibf_ep_fi_ops;
+	ep->ep_fid.ops = &ibf_ep_ops;
+	ep->ep_fid.cm = &ibf_ep_cm_ops;
+	ep->ep_fid.msg = &ibf_msg_ops;
+	ep->ep_fid.rma = &ibf_rma_ops;
+	ep->ep_fid.tagged = &ibf_no_tagged_ops;
+	ibf_ref_get(&dom->ref);
+	*ep_fid = &ep->ep_fid;
+	return 0;
+err:
+	if (ep->id)
+		rdma_destroy_id(ep->id);
+	free(ep->tx.ops);
+	free(ep->rx.ops);
+	fi_freeinfo(ep->info);
+	free(ep);
+	return ret;
+}

@@ -1,0 +1,131 @@
+/* fi_send and fi_recv families on FI_EP_MSG endpoints. */
+#include "config.h"
+
+#include "ibf_post.h"
+
+static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
+			    void *desc, fi_addr_t src_addr, void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	struct iovec iov = { buf, len };
+
+	return ibf_ep_post_rx(ep, &iov, &desc, 1, context,
+			      ibf_rx_wants_comp(ep, ep->rx_op_flags));
+}
+
+static ssize_t ibf_msg_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
+			     void **desc, size_t count, fi_addr_t src_addr,
+			     void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ibf_ep_post_rx(ep, iov, desc, count, context,
+			      ibf_rx_wants_comp(ep, ep->rx_op_flags));
+}
+
+static ssize_t ibf_msg_recvmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
+			       uint64_t flags)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	if (unlikely(flags & FI_MULTI_RECV)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA,
+			       "FI_MULTI_RECV is not supported on FI_EP_MSG\n");
+		return -FI_EBADFLAGS;
+	}
+	return ibf_ep_post_rx(ep, msg->msg_iov, msg->desc, msg->iov_count,
+			      msg->context, ibf_rx_wants_comp(ep, flags));
+}
+
+/* One send, as every call of the family describes it. */
+static inline ssize_t ibf_send(struct ibf_ep *ep, const struct iovec *iov,
+			       void **desc, size_t count, uint64_t data,
+			       uint64_t flags, void *context, int comp)
+{
+	struct ibf_tx tx = {
+		.iov = iov,
+		.desc = desc,
+		.count = count,
+		.opcode = (flags & FI_REMOTE_CQ_DATA) ? IBV_WR_SEND_WITH_IMM :
+							IBV_WR_SEND,
+		.data = data,
+		.flags = flags,
+		.cq_flags = FI_SEND | FI_MSG,
+		.context = context,
+		.comp = comp,
+	};
+
+	return ibf_ep_post_tx(ep, &tx);
+}
+
+static ssize_t ibf_msg_send(struct fid_ep *ep_fid, const void *buf, size_t len,
+			    void *desc, fi_addr_t dest_addr, void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_send(ep, &iov, &desc, 1, 0, ep->tx_op_flags, context,
+			ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+static ssize_t ibf_msg_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
+			     void **desc, size_t count, fi_addr_t dest_addr,
+			     void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ibf_send(ep, iov, desc, count, 0, ep->tx_op_flags, context,
+			ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+static ssize_t ibf_msg_sendmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
+			       uint64_t flags)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ibf_send(ep, msg->msg_iov, msg->desc, msg->iov_count, msg->data,
+			flags, msg->context, ibf_tx_wants_comp(ep, flags));
+}
+
+static ssize_t ibf_msg_senddata(struct fid_ep *ep_fid, const void *buf,
+				size_t len, void *desc, uint64_t data,
+				fi_addr_t dest_addr, void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_send(ep, &iov, &desc, 1, data,
+			ep->tx_op_flags | FI_REMOTE_CQ_DATA, context,
+			ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+/* Injects go inline and never complete. */
+static ssize_t ibf_msg_inject(struct fid_ep *ep_fid, const void *buf,
+			      size_t len, fi_addr_t dest_addr)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_send(to_ibf_ep(ep_fid), &iov, NULL, 1, 0, FI_INJECT, NULL, 0);
+}
+
+static ssize_t ibf_msg_injectdata(struct fid_ep *ep_fid, const void *buf,
+				  size_t len, uint64_t data, fi_addr_t dest_addr)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_send(to_ibf_ep(ep_fid), &iov, NULL, 1, data,
+			FI_INJECT | FI_REMOTE_CQ_DATA, NULL, 0);
+}
+
+struct fi_ops_msg ibf_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = ibf_msg_recv,
+	.recvv = ibf_msg_recvv,
+	.recvmsg = ibf_msg_recvmsg,
+	.send = ibf_msg_send,
+	.sendv = ibf_msg_sendv,
+	.sendmsg = ibf_msg_sendmsg,
+	.inject = ibf_msg_inject,
+	.senddata = ibf_msg_senddata,
+	.injectdata = ibf_msg_injectdata,
+};
