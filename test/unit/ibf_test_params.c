@@ -12,6 +12,7 @@ static void clear_env(void)
 	unsetenv("FI_IBFAB_LINK_LOCAL");
 	unsetenv("FI_IBFAB_CM_TIMEOUT");
 	unsetenv("FI_IBFAB_CQ_SIZE");
+	unsetenv("FI_IBFAB_MIN_RNR_TIMER");
 }
 
 static void setup(void)
@@ -34,6 +35,7 @@ Test(params, defaults)
 	cr_assert_null(ibf_params.iface);
 	cr_assert_eq(ibf_params.link_local, 0);
 	cr_assert_eq(ibf_params.cm_timeout_ms, 2000);
+	cr_assert_eq(ibf_params.min_rnr_timer, 8);
 }
 
 Test(params, values_from_environment)
@@ -43,7 +45,9 @@ Test(params, values_from_environment)
 	setenv("FI_IBFAB_IFACE", "ib", 1);
 	setenv("FI_IBFAB_LINK_LOCAL", "yes", 1);
 	setenv("FI_IBFAB_CM_TIMEOUT", "500", 1);
+	setenv("FI_IBFAB_MIN_RNR_TIMER", "1", 1);
 	ibf_params_load();
+	cr_assert_eq(ibf_params.min_rnr_timer, 1);
 	cr_assert_eq(ibf_params.tx_size, 1024);
 	cr_assert_eq(ibf_params.inline_size, 64);
 	cr_assert_str_eq(ibf_params.iface, "ib");
@@ -56,7 +60,9 @@ Test(params, out_of_range_keeps_default)
 	setenv("FI_IBFAB_TX_SIZE", "0", 1);
 	setenv("FI_IBFAB_CQ_SIZE", "99999999999", 1);
 	setenv("FI_IBFAB_CM_TIMEOUT", "-5", 1);
+	setenv("FI_IBFAB_MIN_RNR_TIMER", "32", 1);
 	ibf_params_load();
+	cr_assert_eq(ibf_params.min_rnr_timer, 8);
 	cr_assert_eq(ibf_params.tx_size, 384);
 	cr_assert_eq(ibf_params.cq_size, 4096);
 	cr_assert_eq(ibf_params.cm_timeout_ms, 2000);

@@ -63,6 +63,7 @@ struct ibf_params {
 	char *iface;		/* NULL: every interface */
 	int link_local;		/* list IPv6 link-local addresses too */
 	int cm_timeout_ms;
+	int min_rnr_timer;	/* IB encoding, 1..31 */
 };
 extern struct ibf_params ibf_params;
 void ibf_params_define(void);

@@ -134,6 +134,19 @@ static int ibf_ep_connect(struct fid_ep *ep_fid, const void *addr,
 	return ret;
 }
 
+/*
+ * The delay a peer waits after finding no receive posted here.  rdma_cm
+ * leaves it at 0, which means 655 ms; a QP in RTS may change it.
+ */
+static void ibf_ep_set_rnr_timer(struct ibf_ep *ep)
+{
+	struct ibv_qp_attr attr = { .min_rnr_timer = (uint8_t)ibf_params.min_rnr_timer };
+
+	if (ep->id->qp && ibv_modify_qp(ep->id->qp, &attr, IBV_QP_MIN_RNR_TIMER))
+		IBF_INFO(FI_LOG_EP_CTRL, "cannot set min_rnr_timer: %s\n",
+			 strerror(errno));
+}
+
 static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 			 size_t paramlen)
 {
@@ -158,8 +171,11 @@ static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 		ret = ibf_errno_to_fi(errno);
 		__atomic_store_n(&ep->state, IBF_EP_IDLE, __ATOMIC_RELEASE);
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_accept: %s\n", fi_strerror(-ret));
+		return ret;
 	}
-	return ret;
+	/* librdmacm has taken the QP to RTS by now. */
+	ibf_ep_set_rnr_timer(ep);
+	return 0;
 }
 
 static int ibf_ep_shutdown(struct fid_ep *ep_fid, uint64_t flags)
@@ -265,6 +281,8 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
+		if (ep->active)
+			ibf_ep_set_rnr_timer(ep);
 		__atomic_store_n(&ep->state, IBF_EP_CONNECTED, __ATOMIC_RELEASE);
 		/* Only the connecting side gets the acceptor's data. */
 		ibf_ep_push_cm(ep, eq, FI_CONNECTED, cp->private_data,

@@ -21,6 +21,7 @@ static const struct ibf_params ibf_params_default = {
 	.iface = NULL,
 	.link_local = 0,
 	.cm_timeout_ms = 2000,
+	.min_rnr_timer = 8,
 };
 
 struct ibf_size_param {
@@ -61,6 +62,10 @@ void ibf_params_define(void)
 	fi_param_define(&ibf_prov, "cm_timeout", FI_PARAM_INT,
 			"Address and route resolution timeout in milliseconds "
 			"(default: 2000)");
+	fi_param_define(&ibf_prov, "min_rnr_timer", FI_PARAM_INT,
+			"How long a peer waits before resending to an endpoint "
+			"with no receive posted, in the IB encoding: 1 (0.01 ms) "
+			"to 31 (491 ms); 8 is 0.12 ms (default: 8)");
 }
 
 /*
@@ -98,5 +103,13 @@ void ibf_params_load(void)
 			IBF_WARN(FI_LOG_CORE, "FI_IBFAB_CM_TIMEOUT=%d is out of "
 				 "range [1, 600000] ms; using %d\n", iv,
 				 ibf_params.cm_timeout_ms);
+	}
+	if (!fi_param_get_int(&ibf_prov, "min_rnr_timer", &iv)) {
+		if (iv >= 1 && iv <= 31)
+			ibf_params.min_rnr_timer = iv;
+		else
+			IBF_WARN(FI_LOG_CORE, "FI_IBFAB_MIN_RNR_TIMER=%d is out of "
+				 "range [1, 31]; using %d\n", iv,
+				 ibf_params.min_rnr_timer);
 	}
 }
