@@ -64,6 +64,6 @@ Test(params, out_of_range_keeps_default)
 	ibf_params_load();
 	cr_assert_eq(ibf_params.min_rnr_timer, 8);
 	cr_assert_eq(ibf_params.tx_size, 384);
-	cr_assert_eq(ibf_params.cq_size, 4096);
+	cr_assert_eq(ibf_params.cq_size, 1024);
 	cr_assert_eq(ibf_params.cm_timeout_ms, 2000);
 }

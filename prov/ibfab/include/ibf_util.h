@@ -36,6 +36,11 @@ static inline int ibf_ref_read(int *ref)
 	return __atomic_load_n(ref, __ATOMIC_ACQUIRE);
 }
 
+/* Timeouts in milliseconds against CLOCK_MONOTONIC; negative: forever. */
+struct timespec;
+void ibf_deadline(struct timespec *deadline, int timeout_ms);
+int ibf_ms_left(const struct timespec *deadline);
+
 /* Set O_NONBLOCK; returns 0 or -FI_E*. */
 int ibf_fd_set_nonblock(int fd);
 

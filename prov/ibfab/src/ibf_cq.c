@@ -249,17 +249,6 @@ int ibf_cq_trywait(struct ibf_cq *cq)
 	return ret;
 }
 
-static int ibf_ms_left(const struct timespec *deadline)
-{
-	struct timespec now;
-	long ms;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	ms = (deadline->tv_sec - now.tv_sec) * 1000 +
-	     (deadline->tv_nsec - now.tv_nsec) / 1000000;
-	return ms > 0 ? (int)ms : 0;
-}
-
 static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
 			    const void *cond, int timeout)
 {
@@ -273,13 +262,7 @@ static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
 		IBF_WARN(FI_LOG_CQ, "fi_cq_sread on a CQ opened with FI_WAIT_NONE\n");
 		return -FI_EINVAL;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += timeout / 1000;
-	deadline.tv_nsec += (long)(timeout % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
-	}
+	ibf_deadline(&deadline, timeout);
 	for (;;) {
 		ret = ibf_cq_read(cq_fid, buf, count);
 		if (ret != -FI_EAGAIN)

@@ -195,6 +195,7 @@ static ssize_t ibf_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 			    size_t len, int timeout, uint64_t flags)
 {
 	struct ibf_eq *eq = container_of(eq_fid, struct ibf_eq, eq_fid);
+	struct timespec deadline;
 	struct epoll_event ev;
 	ssize_t ret;
 	int n;
@@ -203,11 +204,13 @@ static ssize_t ibf_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 		IBF_WARN(FI_LOG_EQ, "fi_eq_sread on an EQ opened with FI_WAIT_NONE\n");
 		return -FI_EINVAL;
 	}
+	ibf_deadline(&deadline, timeout);
 	for (;;) {
 		ret = ibf_eq_read(eq_fid, event, buf, len, flags);
 		if (ret != -FI_EAGAIN)
 			return ret;
-		n = epoll_wait(eq->epoll_fd, &ev, 1, timeout);
+		n = epoll_wait(eq->epoll_fd, &ev, 1,
+			       timeout < 0 ? -1 : ibf_ms_left(&deadline));
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		if (n == 0)

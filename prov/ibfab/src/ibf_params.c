@@ -17,7 +17,7 @@ static const struct ibf_params ibf_params_default = {
 	.tx_iov_limit = 4,
 	.rx_iov_limit = 4,
 	.inline_size = 0,
-	.cq_size = 4096,
+	.cq_size = 1024,
 	.iface = NULL,
 	.link_local = 0,
 	.cm_timeout_ms = 2000,
@@ -43,7 +43,7 @@ static struct ibf_size_param ibf_size_params[] = {
 	{ "inline_size", &ibf_params.inline_size, 0, 1 << 16,
 	  "Largest inject in bytes, sent inline; 0 means the device's limit (default: 0)" },
 	{ "cq_size", &ibf_params.cq_size, 1, 1 << 22,
-	  "Default completion queue size, clamped to the device's limit (default: 4096)" },
+	  "Default completion queue size; it grows as endpoints are bound, within the device's limit (default: 1024)" },
 };
 
 void ibf_params_define(void)

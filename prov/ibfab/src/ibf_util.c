@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <time.h>
 
 #include "ibf.h"
 
@@ -57,4 +58,28 @@ int ibf_check_wait_obj(enum fi_wait_obj wait_obj)
 	default:
 		return -FI_EINVAL;
 	}
+}
+
+void ibf_deadline(struct timespec *deadline, int timeout_ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, deadline);
+	if (timeout_ms < 0)
+		return;
+	deadline->tv_sec += timeout_ms / 1000;
+	deadline->tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (deadline->tv_nsec >= 1000000000) {
+		deadline->tv_sec++;
+		deadline->tv_nsec -= 1000000000;
+	}
+}
+
+int ibf_ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (deadline->tv_sec - now.tv_sec) * 1000 +
+	     (deadline->tv_nsec - now.tv_nsec + 999999) / 1000000;
+	return ms > 0 ? (int)ms : 0;
 }
