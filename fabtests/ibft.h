@@ -69,6 +69,7 @@ struct ibft_conn {
 	struct fid_cq *cq;	/* one CQ for both directions */
 	struct fid_pep *pep;	/* server only */
 	struct fid_ep *ep;
+	struct fid_ep *srx;	/* shared receive context, with shared_rx */
 	int cq_fd;		/* with wait_fd */
 	uint8_t cm_data[64];	/* private data the peer sent */
 	size_t cm_data_len;
@@ -78,6 +79,7 @@ struct ibft_conn_opts {
 	int wait_fd;		/* CQ with FI_WAIT_FD, else FI_WAIT_NONE */
 	uint64_t cq_bind_flags;	/* extra: FI_SELECTIVE_COMPLETION */
 	size_t tx_size, rx_size;	/* 0: the provider's */
+	int shared_rx;		/* receives through a shared receive context */
 	const void *cm_data;	/* sent with connect / accept */
 	size_t cm_data_len;
 };

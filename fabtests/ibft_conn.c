@@ -80,6 +80,8 @@ static struct fi_info *getinfo(const struct ibft_conn_opts *o)
 		hints->tx_attr->size = o->tx_size;
 	if (o->rx_size)
 		hints->rx_attr->size = o->rx_size;
+	if (o->shared_rx)
+		hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	if (ibft_opts.server)
 		ret = fi_getinfo(IBFT_VERSION, ibft_opts.src, ibft_opts.port,
 				 FI_SOURCE, hints, &info);
@@ -99,6 +101,10 @@ static int setup_ep(struct ibft_conn *c, const struct ibft_conn_opts *o,
 {
 	int ret = fi_endpoint(c->domain, info, &c->ep, NULL);
 
+	if (!ret && o->shared_rx && !c->srx)
+		ret = fi_srx_context(c->domain, info->rx_attr, &c->srx, NULL);
+	if (!ret && o->shared_rx)
+		ret = fi_ep_bind(c->ep, &c->srx->fid, 0);
 	if (!ret)
 		ret = fi_ep_bind(c->ep, &c->eq->fid, 0);
 	if (!ret)
@@ -223,6 +229,8 @@ void ibft_close(struct ibft_conn *c)
 {
 	if (c->ep)
 		fi_close(&c->ep->fid);
+	if (c->srx)
+		fi_close(&c->srx->fid);
 	if (c->pep)
 		fi_close(&c->pep->fid);
 	if (c->cq)

@@ -2,6 +2,8 @@
  * FI_EP_MSG data transfer between a server (-s ADDR) and a client
  * (-d ADDR [-s ADDR]), one test per run (-t):
  *   pingpong      send/recv both ways with data checks, 1 B to -m bytes
+ *   srx           pingpong, the server receiving through a shared receive
+ *                 context (fi_srx_context)
  *   rma           write, writedata (remote CQ data at the target), read
  *   inject        fi_inject and fi_inject_write: delivered, never completed
  *   errors        writes with a wrong key and beyond the region give error
@@ -65,7 +67,7 @@ static void pingpong(struct ibft_conn *c)
 
 		snprintf(name, sizeof(name), "pingpong-%zu", size);
 		memset(rb.ptr, 0, size);
-		ok = !fi_recv(c->ep, rb.ptr, size, rb.desc, 0, &rb);
+		ok = !fi_recv(c->srx ? c->srx : c->ep, rb.ptr, size, rb.desc, 0, &rb);
 		if (!ibft_opts.server) {
 			ibft_fill(sb.ptr, size, seed);
 			ok = ok && !fi_send(c->ep, sb.ptr, size, sb.desc, 0, &sb);
@@ -407,12 +409,13 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(test, "backpressure"))
 		copts.tx_size = copts.rx_size = 16;
+	copts.shared_rx = !strcmp(test, "srx") && ibft_opts.server;
 	ret = ibft_connect(&c, &copts);
 	if (!IBFT_EXPECT(ret, 0, "connect")) {
 		ibft_close(&c);
 		return ibft_finish();
 	}
-	if (!strcmp(test, "pingpong"))
+	if (!strcmp(test, "pingpong") || !strcmp(test, "srx"))
 		pingpong(&c);
 	else if (!strcmp(test, "rma"))
 		rma(&c);

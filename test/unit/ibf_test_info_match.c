@@ -193,6 +193,22 @@ Test(info, refuses_shared_contexts_and_auth_keys)
 	refused(h, "auth_key");
 }
 
+Test(info, shared_rx_context_needs_an_srq)
+{
+	struct fi_info *h = msg_hints();
+
+	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	refused(h, "SRQ");
+
+	tmpl->domain_attr->max_ep_srx_ctx = 1;	/* as for a device with SRQs */
+	h = msg_hints();
+	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	cr_assert_eq(match(h), 0, "%s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT);
+	fi_freeinfo(h);
+}
+
 Test(info, refuses_wrong_addr_format)
 {
 	struct fi_info *h = msg_hints();

@@ -241,12 +241,14 @@ static inline int ibf_threading_needs_lock(enum fi_threading threading)
  * sends among them).
  */
 struct ibf_ring;
+struct ibf_srx;
 struct ibf_op {
 	void *context;
 	uint64_t flags;		/* FI_SEND | FI_MSG, FI_RMA | FI_WRITE, ... */
 	size_t len;
 	void *buf;
-	struct ibf_ring *ring;
+	struct ibf_ring *ring;	/* an endpoint's queue, or NULL: */
+	struct ibf_srx *srx;	/* a shared receive context's slot */
 	int user_comp;		/* the caller asked for a completion */
 };
 
@@ -272,6 +274,21 @@ static inline void ibf_ring_retire(struct ibf_op *op)
 	/* Advance tail to just past idx, modulo the ring. */
 	tail += ((idx - tail) & (r->size - 1)) + 1;
 	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+}
+
+/*
+ * A shared receive context's slots complete in any order (each QP reports
+ * to its own CQ), so they go back to a free list rather than a ring.
+ */
+void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op);
+
+/* The completion of op has been read: its slot may be reused. */
+static inline void ibf_op_release(struct ibf_op *op)
+{
+	if (likely(op->ring))
+		ibf_ring_retire(op);
+	else
+		ibf_srx_put(op->srx, op);
 }
 
 /* ---- completion queue ---- */
@@ -371,6 +388,21 @@ int ibf_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 int ibf_getname(struct rdma_cm_id *id, void *addr, size_t *addrlen);
 int ibf_migrate_id(struct rdma_cm_id *id, struct ibf_eq *eq);
 
+/* ---- shared receive context (ibf_srx.c): an SRQ ---- */
+struct ibf_srx {
+	struct fid_ep ep_fid;		/* FI_CLASS_SRX_CTX */
+	struct ibf_domain *domain;
+	struct ibv_srq *srq;
+	struct ibf_lock lock;		/* guards the free list and the SRQ */
+	struct ibf_op *ops;
+	uint32_t *free;			/* stack of free slot indices */
+	uint32_t nfree, size;
+	size_t iov_limit;
+	int ref;			/* endpoints bound */
+};
+int ibf_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr,
+		 struct fid_ep **rx_ep, void *context);
+
 /* ---- endpoint (FI_EP_MSG) ---- */
 #define IBF_MAX_SGE 32
 
@@ -390,6 +422,7 @@ struct ibf_ep {
 	struct rdma_cm_id *id;
 	struct ibf_eq *eq;
 	struct ibf_cq *tx_cq, *rx_cq;
+	struct ibf_srx *srx;	/* receives come from here, if bound */
 	int state;		/* enum ibf_ep_state, atomic */
 	int enabled;
 	int active;		/* called fi_connect */

@@ -111,10 +111,11 @@ static inline ssize_t ibf_ep_post_rx(struct ibf_ep *ep, const struct iovec *iov,
 	size_t len;
 	ssize_t ret;
 
-	if (unlikely(count > ep->rx_iov_limit)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs, rx iov_limit "
-			       "is %zu\n", count, ep->rx_iov_limit);
-		return -FI_EINVAL;
+	if (unlikely(count > ep->rx_iov_limit || ep->srx)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, ep->srx ? "post receives "
+			       "to the shared receive context\n" : "too many iovs "
+			       "for rx iov_limit\n");
+		return ep->srx ? -FI_EOPBADSTATE : -FI_EINVAL;
 	}
 	ret = ibf_fill_sge(sge, iov, desc, count, 1, &len);
 	if (unlikely(ret))

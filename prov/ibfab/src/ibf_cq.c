@@ -111,7 +111,7 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op);
 			n++;
 		}
-		ibf_ring_retire(op);	/* after the last read of *op */
+		ibf_op_release(op);	/* after the last read of *op */
 	}
 	if (n)
 		return n;
@@ -173,7 +173,7 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 	IBF_DBG(FI_LOG_CQ, "error completion on qp %u: %s (vendor %#x)\n",
 		wc->qp_num, ibv_wc_status_str(wc->status), wc->vendor_err);
 	cq->has_err = 0;
-	ibf_ring_retire(op);
+	ibf_op_release(op);
 	ibf_lock_release(&cq->lock);
 	return 1;
 }
@@ -478,7 +478,7 @@ void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
 	ibf_lock_acquire(&cq->lock);
 	for (i = kept = cq->wc_next; i < cq->wc_count; i++) {
 		if (cq->wc[i].qp_num == qp_num)
-			ibf_ring_retire((struct ibf_op *)(uintptr_t)cq->wc[i].wr_id);
+			ibf_op_release((struct ibf_op *)(uintptr_t)cq->wc[i].wr_id);
 		else
 			cq->wc[kept++] = cq->wc[i];
 	}
@@ -489,7 +489,7 @@ void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
 		n = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, wc);
 		for (i = 0; i < n; i++) {
 			if (wc[i].qp_num == qp_num)
-				ibf_ring_retire((struct ibf_op *)(uintptr_t)wc[i].wr_id);
+				ibf_op_release((struct ibf_op *)(uintptr_t)wc[i].wr_id);
 			else if (ibf_cq_park(cq, &wc[i]))
 				IBF_WARN(FI_LOG_CQ, "no memory to keep a completion "
 					 "while closing an endpoint: it is lost\n");

@@ -83,13 +83,6 @@ static int ibf_domain_no_stx(struct fid_domain *domain, struct fi_tx_attr *attr,
 	return -FI_ENOSYS;
 }
 
-static int ibf_domain_no_srx(struct fid_domain *domain, struct fi_rx_attr *attr,
-			     struct fid_ep **rx_ep, void *context)
-{
-	IBF_WARN(FI_LOG_DOMAIN, "shared receive contexts are not supported yet\n");
-	return -FI_ENOSYS;
-}
-
 static int ibf_domain_no_atomic(struct fid_domain *domain,
 				enum fi_datatype datatype, enum fi_op op,
 				struct fi_atomic_attr *attr, uint64_t flags)
@@ -124,7 +117,7 @@ static struct fi_ops_domain ibf_domain_ops = {
 	.cntr_open = ibf_domain_no_cntr,
 	.poll_open = ibf_domain_no_poll,
 	.stx_ctx = ibf_domain_no_stx,
-	.srx_ctx = ibf_domain_no_srx,
+	.srx_ctx = ibf_srx_open,
 	.query_atomic = ibf_domain_no_atomic,
 	.query_collective = ibf_domain_no_collective,
 	.endpoint2 = NULL,

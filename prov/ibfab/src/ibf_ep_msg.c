@@ -72,7 +72,8 @@ int ibf_ep_create_qp(struct ibf_ep *ep)
 	attr.send_cq = scq->cq;
 	attr.recv_cq = rcq->cq;
 	attr.cap.max_send_wr = ep->tx.size;
-	attr.cap.max_recv_wr = ep->rx.size;
+	attr.cap.max_recv_wr = ep->srx ? 0 : ep->rx.size;
+	attr.srq = ep->srx ? ep->srx->srq : NULL;
 	attr.cap.max_send_sge = ep->tx_iov_limit;
 	attr.cap.max_recv_sge = ep->rx_iov_limit;
 	attr.cap.max_inline_data = ep->inject_size;
@@ -88,6 +89,12 @@ int ibf_ep_create_qp(struct ibf_ep *ep)
 	return 0;
 }
 
+/* Receives this endpoint can complete at once: its own, or the SRQ's. */
+static int ibf_ep_rx_depth(const struct ibf_ep *ep)
+{
+	return ep->srx ? (int)ep->srx->size : (int)ep->rx.size;
+}
+
 /* Reserve CQ room for both rings, so no completion can overrun a CQ. */
 static int ibf_ep_reserve_cqs(struct ibf_ep *ep)
 {
@@ -98,7 +105,7 @@ static int ibf_ep_reserve_cqs(struct ibf_ep *ep)
 	ret = ibf_cq_reserve(scq, ep->tx.size);
 	if (ret)
 		return ret;
-	ret = ibf_cq_reserve(rcq, ep->rx.size);
+	ret = ibf_cq_reserve(rcq, ibf_ep_rx_depth(ep));
 	if (ret)
 		ibf_cq_unreserve(scq, ep->tx.size);
 	return ret;
@@ -125,7 +132,7 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 	/* Without an address yet, the QP waits for fi_connect's resolution. */
 	if (ep->id->verbs && (ret = ibf_ep_create_qp(ep))) {
 		ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
-		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ep->rx.size);
+		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ibf_ep_rx_depth(ep));
 		return ret;
 	}
 	ep->enabled = 1;
@@ -179,9 +186,20 @@ static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		ep->eq = container_of(bfid, struct ibf_eq, eq_fid.fid);
 		ibf_ref_get(&ep->eq->ref);
 		return 0;
+	case FI_CLASS_SRX_CTX:
+		if (ep->srx)
+			return -FI_EINVAL;
+		ep->srx = container_of(bfid, struct ibf_srx, ep_fid.fid);
+		if (ep->srx->domain != ep->domain) {
+			ep->srx = NULL;
+			return -FI_EINVAL;
+		}
+		ibf_ref_get(&ep->srx->ref);
+		return 0;
 	default:
 		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind fid class %zu to an "
-			 "FI_EP_MSG endpoint (CQs and an EQ only)\n", bfid->fclass);
+			 "FI_EP_MSG endpoint (CQs, an EQ, a shared receive "
+			 "context)\n", bfid->fclass);
 		return -FI_ENOSYS;
 	}
 }
@@ -227,12 +245,15 @@ static void ibf_ep_flush(struct ibf_ep *ep)
 	struct ibf_cq *rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
 	uint32_t qp_num = ep->id->qp->qp_num;
 
+	/* An SRQ's receives stay posted; only those already taken drain. */
+	struct ibf_ring *rx = ep->srx ? NULL : &ep->rx;
+
 	ibv_modify_qp(ep->id->qp, &attr, IBV_QP_STATE);
 	if (scq == rcq) {
-		ibf_cq_drain_qp(scq, qp_num, &ep->tx, &ep->rx);
+		ibf_cq_drain_qp(scq, qp_num, &ep->tx, rx);
 	} else {
 		ibf_cq_drain_qp(scq, qp_num, &ep->tx, NULL);
-		ibf_cq_drain_qp(rcq, qp_num, &ep->rx, NULL);
+		ibf_cq_drain_qp(rcq, qp_num, rx, NULL);
 	}
 }
 
@@ -251,7 +272,7 @@ static int ibf_ep_close(struct fid *fid)
 	}
 	if (ep->enabled) {
 		ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
-		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ep->rx.size);
+		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ibf_ep_rx_depth(ep));
 	}
 	if (ep->id)
 		rdma_destroy_id(ep->id);
@@ -261,6 +282,8 @@ static int ibf_ep_close(struct fid *fid)
 		ibf_ref_put(&ep->rx_cq->ref);
 	if (ep->eq)
 		ibf_ref_put(&ep->eq->ref);
+	if (ep->srx)
+		ibf_ref_put(&ep->srx->ref);
 	ibf_ref_put(&ep->domain->ref);
 	if (leak) {
 		IBF_WARN(FI_LOG_EP_CTRL, "the device did not flush every work "

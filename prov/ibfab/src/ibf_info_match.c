@@ -82,6 +82,7 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 	info->domain_attr->rx_ctx_cnt = lim->max_qp;
 	info->domain_attr->max_ep_tx_ctx = 1;
 	info->domain_attr->max_ep_rx_ctx = 1;
+	info->domain_attr->max_ep_srx_ctx = lim->max_srq ? 1 : 0;
 	info->domain_attr->mr_iov_limit = 1;
 	info->domain_attr->mr_cnt = lim->max_mr;
 	return info;
@@ -142,9 +143,11 @@ static int ibf_match_ep(const struct fi_info *tmpl, const struct fi_ep_attr *h,
 	if (h->max_msg_size > t->max_msg_size)
 		return ibf_nomatch(why, why_len, "max_msg_size %zu exceeds the port's %zu",
 			    h->max_msg_size, t->max_msg_size);
-	if (h->tx_ctx_cnt > 1 || h->rx_ctx_cnt > 1)
-		return ibf_nomatch(why, why_len, "tx/rx_ctx_cnt %zu/%zu: no scalable or shared contexts",
-			    h->tx_ctx_cnt, h->rx_ctx_cnt);
+	if (h->rx_ctx_cnt == FI_SHARED_CONTEXT && !tmpl->domain_attr->max_ep_srx_ctx)
+		return ibf_nomatch(why, why_len, "rx_ctx_cnt FI_SHARED_CONTEXT: the device has no SRQ");
+	if (h->tx_ctx_cnt > 1 || (h->rx_ctx_cnt > 1 && h->rx_ctx_cnt != FI_SHARED_CONTEXT))
+		return ibf_nomatch(why, why_len, "tx/rx_ctx_cnt %zu/%zu: no scalable contexts "
+			    "or shared transmit contexts", h->tx_ctx_cnt, h->rx_ctx_cnt);
 	if (h->auth_key_size)
 		return ibf_nomatch(why, why_len, "auth_key: not supported");
 	return 0;
@@ -169,9 +172,10 @@ static int ibf_match_domain(const struct fi_info *tmpl, uint32_t version,
 	if (h->cq_cnt > t->cq_cnt || h->ep_cnt > t->ep_cnt)
 		return ibf_nomatch(why, why_len, "cq_cnt %zu / ep_cnt %zu exceed the device's %zu / %zu",
 			    h->cq_cnt, h->ep_cnt, t->cq_cnt, t->ep_cnt);
-	if (h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1 ||
-	    h->max_ep_stx_ctx || h->max_ep_srx_ctx)
-		return ibf_nomatch(why, why_len, "domain asks for several or shared contexts per endpoint");
+	if (h->max_ep_tx_ctx > 1 || h->max_ep_rx_ctx > 1 || h->max_ep_stx_ctx ||
+	    h->max_ep_srx_ctx > t->max_ep_srx_ctx)
+		return ibf_nomatch(why, why_len, "domain asks for several or shared transmit "
+			    "contexts per endpoint");
 	if (h->auth_key_size)
 		return ibf_nomatch(why, why_len, "auth_key: not supported");
 	return ibf_match_mr_mode(version, hints, why, why_len);
@@ -329,6 +333,8 @@ int ibf_info_narrow(struct fi_info *info, uint32_t version,
 	if (hrx)
 		rx->op_flags = hrx->op_flags;
 
+	if (hints->ep_attr && hints->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT)
+		info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	if (!ibf_hints_rx_cq_data(hints)) {
 		info->mode &= ~FI_RX_CQ_DATA;
 		rx->mode &= ~FI_RX_CQ_DATA;
