@@ -309,8 +309,7 @@ struct ibf_cq {
 	struct ibv_wc *wc;
 	int wc_next, wc_count, wc_cap;
 	int has_err;		/* wc[wc_next] is an error for fi_cq_readerr */
-	int signal_fd;		/* eventfd for fi_cq_signal */
-	int epoll_fd;		/* channel + signal: the wait object */
+	struct ibf_waitfd wait;	/* channel + fi_cq_signal's eventfd */
 	int cqe;		/* entries the ibv_cq holds */
 	int cqe_used;		/* queue slots of the endpoints using it */
 	int ref;		/* endpoints bound */
@@ -343,8 +342,7 @@ struct ibf_eq {
 	struct fid_eq eq_fid;
 	struct ibf_fabric *fabric;
 	struct rdma_event_channel *channel;
-	int event_fd;		/* readable while entries are queued */
-	int epoll_fd;		/* channel + event_fd: the wait object */
+	struct ibf_waitfd wait;	/* channel + an eventfd raised while entries wait */
 	enum fi_wait_obj wait_obj;
 	pthread_mutex_t lock;	/* guards the entry list and CM progress */
 	struct ibf_eq_entry *head, *tail;
@@ -474,6 +472,19 @@ int ibf_no_reject(struct fid_pep *pep, fid_t handle, const void *param,
 int ibf_no_shutdown(struct fid_ep *ep, uint64_t flags);
 int ibf_no_join(struct fid_ep *ep, const void *addr, uint64_t flags,
 		struct fid_mc **mc, void *context);
+ssize_t ibf_no_send(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+		    fi_addr_t dest_addr, void *context);
+ssize_t ibf_no_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+		     size_t count, fi_addr_t dest_addr, void *context);
+ssize_t ibf_no_sendmsg(struct fid_ep *ep, const struct fi_msg *msg,
+		       uint64_t flags);
+ssize_t ibf_no_inject(struct fid_ep *ep, const void *buf, size_t len,
+		      fi_addr_t dest_addr);
+ssize_t ibf_no_senddata(struct fid_ep *ep, const void *buf, size_t len,
+			void *desc, uint64_t data, fi_addr_t dest_addr,
+			void *context);
+ssize_t ibf_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
+			  uint64_t data, fi_addr_t dest_addr);
 
 /* Does the caller want a completion for an operation with these flags? */
 static inline int ibf_tx_wants_comp(const struct ibf_ep *ep, uint64_t flags)

@@ -41,6 +41,23 @@ struct timespec;
 void ibf_deadline(struct timespec *deadline, int timeout_ms);
 int ibf_ms_left(const struct timespec *deadline);
 
+/*
+ * A wait object: an epoll fd over a source fd (a completion or event
+ * channel) and an eventfd the provider itself can raise.  The epoll fd is
+ * what fi_control(FI_GETWAIT) hands out.
+ */
+struct ibf_waitfd {
+	int epoll_fd;
+	int event_fd;
+};
+int ibf_waitfd_open(struct ibf_waitfd *w, int source_fd);
+void ibf_waitfd_close(struct ibf_waitfd *w);
+int ibf_waitfd_raise(struct ibf_waitfd *w);
+/* Lower the eventfd; returns whether it was raised. */
+int ibf_waitfd_lower(struct ibf_waitfd *w);
+/* epoll_wait on it: > 0 when something is ready, 0 on timeout, or -errno. */
+int ibf_waitfd_wait(struct ibf_waitfd *w, int timeout_ms);
+
 /* Set O_NONBLOCK; returns 0 or -FI_E*. */
 int ibf_fd_set_nonblock(int fd);
 

@@ -18,8 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -217,14 +215,6 @@ static int ibf_cq_arm(struct ibf_cq *cq)
 	return 0;
 }
 
-/* Drain the signal eventfd; returns whether fi_cq_signal was called. */
-static int ibf_cq_take_signal(struct ibf_cq *cq)
-{
-	uint64_t v;
-
-	return read(cq->signal_fd, &v, sizeof(v)) == sizeof(v);
-}
-
 int ibf_cq_trywait(struct ibf_cq *cq)
 {
 	int ret;
@@ -253,7 +243,6 @@ static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
 			    const void *cond, int timeout)
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
-	struct epoll_event ev[2];
 	struct timespec deadline;
 	ssize_t ret;
 	int wait_ms = timeout;
@@ -274,10 +263,10 @@ static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
 			return ret;
 		if (timeout >= 0)
 			wait_ms = ibf_ms_left(&deadline);
-		ret = epoll_wait(cq->epoll_fd, ev, 2, wait_ms);
-		if (ret < 0 && errno != EINTR)
-			return -errno;
-		if (ibf_cq_take_signal(cq))
+		ret = ibf_waitfd_wait(&cq->wait, wait_ms);
+		if (ret < 0)
+			return ret;
+		if (ibf_waitfd_lower(&cq->wait))	/* fi_cq_signal */
 			return -FI_EAGAIN;
 		if (ret == 0 && timeout >= 0 && !ibf_ms_left(&deadline))
 			return ibf_cq_read(cq_fid, buf, count);
@@ -297,13 +286,10 @@ static ssize_t ibf_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 static int ibf_cq_signal(struct fid_cq *cq_fid)
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
-	uint64_t one = 1;
 
 	if (!cq->channel)
 		return -FI_EINVAL;
-	if (write(cq->signal_fd, &one, sizeof(one)) != sizeof(one))
-		return -errno;
-	return 0;
+	return ibf_waitfd_raise(&cq->wait);
 }
 
 static int ibf_cq_control(struct fid *fid, int command, void *arg)
@@ -314,7 +300,7 @@ static int ibf_cq_control(struct fid *fid, int command, void *arg)
 	case FI_GETWAIT:
 		if (!cq->channel || !arg)
 			return -FI_ENODATA;
-		*(int *)arg = cq->epoll_fd;
+		*(int *)arg = cq->wait.epoll_fd;
 		return 0;
 	case FI_GETWAITOBJ:
 		if (!arg)
@@ -333,10 +319,7 @@ static void ibf_cq_destroy(struct ibf_cq *cq)
 		ibv_destroy_cq(cq->cq);
 	if (cq->channel)
 		ibv_destroy_comp_channel(cq->channel);
-	if (cq->epoll_fd >= 0)
-		close(cq->epoll_fd);
-	if (cq->signal_fd >= 0)
-		close(cq->signal_fd);
+	ibf_waitfd_close(&cq->wait);
 	ibf_lock_fini(&cq->lock);
 	free(cq);
 }
@@ -387,23 +370,10 @@ static int ibf_cq_check_attr(const struct fi_cq_attr *attr)
 
 static int ibf_cq_make_wait(struct ibf_cq *cq)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-	int ret;
-
 	cq->channel = ibv_create_comp_channel(cq->domain->verbs);
 	if (!cq->channel)
 		return ibf_errno_to_fi(errno);
-	ret = ibf_fd_set_nonblock(cq->channel->fd);
-	if (ret)
-		return ret;
-	cq->signal_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	cq->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (cq->signal_fd < 0 || cq->epoll_fd < 0)
-		return -errno;
-	if (epoll_ctl(cq->epoll_fd, EPOLL_CTL_ADD, cq->channel->fd, &ev) ||
-	    epoll_ctl(cq->epoll_fd, EPOLL_CTL_ADD, cq->signal_fd, &ev))
-		return -errno;
-	return 0;
+	return ibf_waitfd_open(&cq->wait, cq->channel->fd);
 }
 
 int ibf_cq_reserve(struct ibf_cq *cq, int entries)
@@ -550,7 +520,7 @@ int ibf_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 	if (!cq)
 		return -FI_ENOMEM;
 	cq->domain = dom;
-	cq->signal_fd = cq->epoll_fd = -1;
+	cq->wait.epoll_fd = cq->wait.event_fd = -1;
 	cq->wc_cap = IBF_CQ_BATCH;
 	cq->wc = calloc(cq->wc_cap, sizeof(*cq->wc));
 	if (!cq->wc) {

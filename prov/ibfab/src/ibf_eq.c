@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "ibf.h"
@@ -32,7 +30,6 @@ int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
 		size_t err_data_size)
 {
 	struct ibf_eq_entry *e;
-	uint64_t one = 1;
 
 	e = malloc(sizeof(*e) + len + err_data_size);
 	if (!e)
@@ -56,7 +53,7 @@ int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
 	else
 		eq->head = e;
 	eq->tail = e;
-	if (eq->count++ == 0 && write(eq->event_fd, &one, sizeof(one)) < 0)
+	if (eq->count++ == 0 && ibf_waitfd_raise(&eq->wait))
 		IBF_WARN(FI_LOG_EQ, "eventfd write failed\n");
 	pthread_mutex_unlock(&eq->lock);
 	return 0;
@@ -66,14 +63,13 @@ int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
 static void ibf_eq_pop(struct ibf_eq *eq)
 {
 	struct ibf_eq_entry *e = eq->head;
-	uint64_t v;
 
 	eq->head = e->next;
 	if (!eq->head)
 		eq->tail = NULL;
 	free(e);
-	if (--eq->count == 0 && read(eq->event_fd, &v, sizeof(v)) < 0)
-		IBF_DBG(FI_LOG_EQ, "eventfd already drained\n");
+	if (--eq->count == 0)
+		ibf_waitfd_lower(&eq->wait);
 }
 
 /*
@@ -196,7 +192,6 @@ static ssize_t ibf_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 {
 	struct ibf_eq *eq = container_of(eq_fid, struct ibf_eq, eq_fid);
 	struct timespec deadline;
-	struct epoll_event ev;
 	ssize_t ret;
 	int n;
 
@@ -209,10 +204,9 @@ static ssize_t ibf_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 		ret = ibf_eq_read(eq_fid, event, buf, len, flags);
 		if (ret != -FI_EAGAIN)
 			return ret;
-		n = epoll_wait(eq->epoll_fd, &ev, 1,
-			       timeout < 0 ? -1 : ibf_ms_left(&deadline));
-		if (n < 0 && errno != EINTR)
-			return -errno;
+		n = ibf_waitfd_wait(&eq->wait, timeout < 0 ? -1 : ibf_ms_left(&deadline));
+		if (n < 0)
+			return n;
 		if (n == 0)
 			return ibf_eq_read(eq_fid, event, buf, len, flags);
 	}
@@ -242,7 +236,7 @@ static int ibf_eq_control(struct fid *fid, int command, void *arg)
 	case FI_GETWAIT:
 		if (eq->wait_obj == FI_WAIT_NONE || !arg)
 			return -FI_ENODATA;
-		*(int *)arg = eq->epoll_fd;
+		*(int *)arg = eq->wait.epoll_fd;
 		return 0;
 	case FI_GETWAITOBJ:
 		if (!arg)
@@ -262,10 +256,7 @@ static void ibf_eq_destroy(struct ibf_eq *eq)
 	pthread_mutex_unlock(&eq->lock);
 	if (eq->channel)
 		rdma_destroy_event_channel(eq->channel);
-	if (eq->epoll_fd >= 0)
-		close(eq->epoll_fd);
-	if (eq->event_fd >= 0)
-		close(eq->event_fd);
+	ibf_waitfd_close(&eq->wait);
 	free(eq->err_data);
 	pthread_mutex_destroy(&eq->lock);
 	free(eq);
@@ -324,23 +315,10 @@ static int ibf_eq_check_attr(const struct fi_eq_attr *attr)
 
 static int ibf_eq_make_wait(struct ibf_eq *eq)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-	int ret;
-
 	eq->channel = rdma_create_event_channel();
 	if (!eq->channel)
 		return ibf_errno_to_fi(errno);
-	ret = ibf_fd_set_nonblock(eq->channel->fd);
-	if (ret)
-		return ret;
-	eq->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	eq->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (eq->event_fd < 0 || eq->epoll_fd < 0)
-		return -errno;
-	if (epoll_ctl(eq->epoll_fd, EPOLL_CTL_ADD, eq->channel->fd, &ev) ||
-	    epoll_ctl(eq->epoll_fd, EPOLL_CTL_ADD, eq->event_fd, &ev))
-		return -errno;
-	return 0;
+	return ibf_waitfd_open(&eq->wait, eq->channel->fd);
 }
 
 int ibf_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
@@ -360,7 +338,7 @@ int ibf_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 	eq = calloc(1, sizeof(*eq));
 	if (!eq)
 		return -FI_ENOMEM;
-	eq->event_fd = eq->epoll_fd = -1;
+	eq->wait.epoll_fd = eq->wait.event_fd = -1;
 	pthread_mutex_init(&eq->lock, NULL);
 	eq->wait_obj = attr->wait_obj == FI_WAIT_NONE ? FI_WAIT_NONE : FI_WAIT_FD;
 	ret = ibf_eq_make_wait(eq);

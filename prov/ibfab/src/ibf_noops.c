@@ -131,3 +131,41 @@ int ibf_no_join(struct fid_ep *ep, const void *addr, uint64_t flags,
 {
 	return -FI_ENOSYS;
 }
+
+/* Sends, for a receive-only context. */
+ssize_t ibf_no_send(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+		    fi_addr_t dest_addr, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+ssize_t ibf_no_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+		     size_t count, fi_addr_t dest_addr, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+ssize_t ibf_no_sendmsg(struct fid_ep *ep, const struct fi_msg *msg,
+		       uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+ssize_t ibf_no_inject(struct fid_ep *ep, const void *buf, size_t len,
+		      fi_addr_t dest_addr)
+{
+	return -FI_ENOSYS;
+}
+
+ssize_t ibf_no_senddata(struct fid_ep *ep, const void *buf, size_t len,
+			void *desc, uint64_t data, fi_addr_t dest_addr,
+			void *context)
+{
+	return -FI_ENOSYS;
+}
+
+ssize_t ibf_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
+			  uint64_t data, fi_addr_t dest_addr)
+{
+	return -FI_ENOSYS;
+}

@@ -88,55 +88,17 @@ static ssize_t ibf_srx_recvmsg(struct fid_ep *ep, const struct fi_msg *msg,
 			    msg->context);
 }
 
-static ssize_t ibf_srx_no_send(struct fid_ep *ep, const void *buf, size_t len,
-			       void *desc, fi_addr_t dest_addr, void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t ibf_srx_no_sendv(struct fid_ep *ep, const struct iovec *iov,
-				void **desc, size_t count, fi_addr_t dest_addr,
-				void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t ibf_srx_no_sendmsg(struct fid_ep *ep, const struct fi_msg *msg,
-				  uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t ibf_srx_no_inject(struct fid_ep *ep, const void *buf, size_t len,
-				 fi_addr_t dest_addr)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t ibf_srx_no_senddata(struct fid_ep *ep, const void *buf, size_t len,
-				   void *desc, uint64_t data, fi_addr_t dest_addr,
-				   void *context)
-{
-	return -FI_ENOSYS;
-}
-
-static ssize_t ibf_srx_no_injectdata(struct fid_ep *ep, const void *buf,
-				     size_t len, uint64_t data, fi_addr_t dest_addr)
-{
-	return -FI_ENOSYS;
-}
-
 static struct fi_ops_msg ibf_srx_msg_ops = {
 	.size = sizeof(struct fi_ops_msg),
 	.recv = ibf_srx_recv,
 	.recvv = ibf_srx_recvv,
 	.recvmsg = ibf_srx_recvmsg,
-	.send = ibf_srx_no_send,
-	.sendv = ibf_srx_no_sendv,
-	.sendmsg = ibf_srx_no_sendmsg,
-	.inject = ibf_srx_no_inject,
-	.senddata = ibf_srx_no_senddata,
-	.injectdata = ibf_srx_no_injectdata,
+	.send = ibf_no_send,
+	.sendv = ibf_no_sendv,
+	.sendmsg = ibf_no_sendmsg,
+	.inject = ibf_no_inject,
+	.senddata = ibf_no_senddata,
+	.injectdata = ibf_no_injectdata,
 };
 
 static ssize_t ibf_srx_rx_size_left(struct fid_ep *ep)

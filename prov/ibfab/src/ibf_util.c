@@ -2,7 +2,10 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ibf.h"
 
@@ -82,4 +85,56 @@ int ibf_ms_left(const struct timespec *deadline)
 	ms = (deadline->tv_sec - now.tv_sec) * 1000 +
 	     (deadline->tv_nsec - now.tv_nsec + 999999) / 1000000;
 	return ms > 0 ? (int)ms : 0;
+}
+
+int ibf_waitfd_open(struct ibf_waitfd *w, int source_fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ret;
+
+	w->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->event_fd < 0 || w->epoll_fd < 0)
+		goto err;
+	if ((ret = ibf_fd_set_nonblock(source_fd)))
+		goto err;
+	if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, source_fd, &ev) ||
+	    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->event_fd, &ev))
+		goto err;
+	return 0;
+err:
+	ret = -errno;
+	ibf_waitfd_close(w);
+	return ret ? ret : -FI_EOTHER;
+}
+
+void ibf_waitfd_close(struct ibf_waitfd *w)
+{
+	if (w->epoll_fd >= 0)
+		close(w->epoll_fd);
+	if (w->event_fd >= 0)
+		close(w->event_fd);
+	w->epoll_fd = w->event_fd = -1;
+}
+
+int ibf_waitfd_raise(struct ibf_waitfd *w)
+{
+	uint64_t one = 1;
+
+	return write(w->event_fd, &one, sizeof(one)) == sizeof(one) ? 0 : -errno;
+}
+
+int ibf_waitfd_lower(struct ibf_waitfd *w)
+{
+	uint64_t v;
+
+	return read(w->event_fd, &v, sizeof(v)) == sizeof(v);
+}
+
+int ibf_waitfd_wait(struct ibf_waitfd *w, int timeout_ms)
+{
+	struct epoll_event ev[2];
+	int n = epoll_wait(w->epoll_fd, ev, 2, timeout_ms);
+
+	return n < 0 ? (errno == EINTR ? 0 : -errno) : n;
 }
