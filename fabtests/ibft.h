@@ -95,7 +95,9 @@ int ibft_accept(struct ibft_conn *c, struct fi_info *req,
 		const struct ibft_conn_opts *o);
 int ibft_open_active(struct ibft_conn *c, const struct ibft_conn_opts *o,
 		     struct fi_info *info);
-/* Wait for one EQ event; returns it (or -FI_E*), copying into buf. */
+/* Wait for one EQ event; returns it (or -FI_E*), copying into buf, and
+ * leaves the bytes fi_eq_sread returned in ibft_eq_last_len. */
+extern ssize_t ibft_eq_last_len;
 int ibft_eq_wait(struct fid_eq *eq, void *buf, size_t len, int timeout_ms,
 		 struct fi_eq_err_entry *err);
 void ibft_close(struct ibft_conn *c);

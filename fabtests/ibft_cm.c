@@ -1,6 +1,7 @@
 /*
  * Connection management on FI_EP_MSG, server (-s ADDR) and client
- * (-d ADDR [-s ADDR]): private data with connect and accept, a rejection
+ * (-d ADDR [-s ADDR]): private data with connect and accept, exactly as
+ * long as it was sent (as upstream fabtests' fi_cm_data demands), a rejection
  * with data (FI_ECONNREFUSED and the data through fi_eq_readerr), a
  * connect to a port nobody listens on, FI_SHUTDOWN after fi_shutdown, the
  * names of both ends, and -n connect/shutdown/close rounds with no growth
@@ -42,8 +43,10 @@ static int serve_one(struct ibft_conn *c, const struct ibft_conn_opts *o,
 	if (ret)
 		return ret;
 	if (check)
-		IBFT_CHECK(!memcmp(c->cm_data, CONNECT_DATA, sizeof(CONNECT_DATA)),
-			   "connreq-data", "private data differs");
+		IBFT_CHECK(c->cm_data_len == sizeof(CONNECT_DATA) &&
+			   !memcmp(c->cm_data, CONNECT_DATA, sizeof(CONNECT_DATA)),
+			   "connreq-data", "%zu bytes of private data, %zu sent, or "
+			   "they differ", c->cm_data_len, sizeof(CONNECT_DATA));
 	ret = ibft_accept(c, req, o);
 	if (ret)
 		return ret;
@@ -128,8 +131,10 @@ static void client(void)
 	if (IBFT_EXPECT(ret, FI_CONNECTED, "connect-with-data")) {
 		IBFT_CHECK(ev.e.fid == &c.ep->fid, "connected-fid", "fid %p",
 			   (void *)ev.e.fid);
-		IBFT_CHECK(!memcmp(ev.data, ACCEPT_DATA, sizeof(ACCEPT_DATA)),
-			   "accept-data", "private data differs");
+		IBFT_CHECK(ibft_eq_last_len == sizeof(ev.e) + sizeof(ACCEPT_DATA) &&
+			   !memcmp(ev.data, ACCEPT_DATA, sizeof(ACCEPT_DATA)),
+			   "accept-data", "event of %zd bytes for %zu of data, or "
+			   "they differ", ibft_eq_last_len, sizeof(ACCEPT_DATA));
 		len = sizeof(ss);
 		IBFT_CHECK(!fi_getpeer(c.ep, &ss, &len) && same_host(&ss, ibft_opts.dst),
 			   "getpeer", "peer is not %s", ibft_opts.dst);
@@ -151,7 +156,7 @@ static void client(void)
 	ret = client_connect(&c, &ev, &err, ibft_opts.port);
 	IBFT_EXPECT(ret, -FI_EAVAIL, "rejected-error-event");
 	IBFT_EXPECT(err.err, FI_ECONNREFUSED, "rejected-econnrefused");
-	IBFT_CHECK(err.err_data_size >= sizeof(REJECT_DATA) &&
+	IBFT_CHECK(err.err_data_size == sizeof(REJECT_DATA) &&
 		   !memcmp(err_data, REJECT_DATA, sizeof(REJECT_DATA)),
 		   "reject-data", "%zu bytes of reject data", err.err_data_size);
 	ibft_close(&c);

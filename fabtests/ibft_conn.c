@@ -30,6 +30,8 @@ struct fi_info *ibft_msg_hints_addr(void)
 	return h;
 }
 
+ssize_t ibft_eq_last_len;
+
 int ibft_eq_wait(struct fid_eq *eq, void *buf, size_t len, int timeout_ms,
 		 struct fi_eq_err_entry *err)
 {
@@ -37,6 +39,7 @@ int ibft_eq_wait(struct fid_eq *eq, void *buf, size_t len, int timeout_ms,
 	ssize_t ret;
 
 	ret = fi_eq_sread(eq, &event, buf, len, timeout_ms, 0);
+	ibft_eq_last_len = ret;
 	if (ret == -FI_EAVAIL) {
 		struct fi_eq_err_entry tmp = { 0 };
 
@@ -182,8 +185,8 @@ int ibft_wait_connreq(struct ibft_conn *c, struct fi_info **req)
 		return ret < 0 ? ret : -FI_EOTHER;
 	}
 	*req = entry.e.info;
-	c->cm_data_len = sizeof(c->cm_data);
-	memcpy(c->cm_data, entry.data, c->cm_data_len);
+	c->cm_data_len = (size_t)ibft_eq_last_len - sizeof(entry.e);
+	memcpy(c->cm_data, entry.data, IBFT_MIN(c->cm_data_len, sizeof(c->cm_data)));
 	return 0;
 }
 

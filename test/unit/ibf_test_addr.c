@@ -104,3 +104,36 @@ Test(addr, len_of_unknown_family_is_zero)
 	cr_assert_eq(ibf_addr_len(NULL), 0);
 	cr_assert_eq(ibf_addr_format(&s), FI_FORMAT_UNSPEC);
 }
+
+/* Connection private data is framed with its length (ibf_cm.c). */
+Test(cm_data, pack_then_unpack_is_exact)
+{
+	uint8_t wire[IBF_CM_WIRE_SIZE + 140];
+	const void *data;
+	size_t len;
+	uint8_t n;
+
+	memset(wire, 0xee, sizeof(wire));	/* the padding rdma_cm adds */
+	n = ibf_cm_pack(wire, "hello", 5);
+	cr_assert_eq(n, 6);
+	ibf_cm_unpack(wire, sizeof(wire), &data, &len);
+	cr_assert_eq(len, 5);
+	cr_assert(!memcmp(data, "hello", 5));
+}
+
+Test(cm_data, empty_and_short_frames)
+{
+	uint8_t wire[IBF_CM_WIRE_SIZE];
+	const void *data;
+	size_t len;
+
+	cr_assert_eq(ibf_cm_pack(wire, NULL, 0), 1);
+	ibf_cm_unpack(wire, 1, &data, &len);
+	cr_assert_eq(len, 0);
+	ibf_cm_unpack(NULL, 0, &data, &len);
+	cr_assert_eq(len, 0);
+	cr_assert_null(data);
+	wire[0] = 200;	/* a length beyond what arrived is cut to it */
+	ibf_cm_unpack(wire, 10, &data, &len);
+	cr_assert_eq(len, 9);
+}

@@ -361,10 +361,19 @@ int ibf_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 /* ---- connection management (ibf_cm.c, ibf_pep.c) ---- */
 /*
  * Private data limits of rdma_cm over the TCP port space: 56 bytes with a
- * connect, 196 with an accept, 148 with a reject.  One size for all three,
- * as FI_OPT_CM_DATA_SIZE reports it.
+ * connect, 196 with an accept, 148 with a reject, and what arrives is
+ * padded to those sizes.  ibfab sends one length byte before the caller's
+ * data, so the peer gets exactly what was sent; the caller has one size
+ * for all three, as FI_OPT_CM_DATA_SIZE reports it.
  */
-#define IBF_CM_DATA_SIZE 56
+#define IBF_CM_DATA_SIZE 55
+#define IBF_CM_WIRE_SIZE (IBF_CM_DATA_SIZE + 1)
+
+/* Frame the caller's private data for the wire; returns the wire length. */
+uint8_t ibf_cm_pack(uint8_t *wire, const void *data, size_t len);
+/* The caller's private data inside what arrived. */
+void ibf_cm_unpack(const void *wire, size_t wire_len, const void **data,
+		   size_t *len);
 
 /* A connection request waiting for fi_endpoint or fi_reject: info->handle. */
 struct ibf_connreq {

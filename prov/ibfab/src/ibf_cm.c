@@ -14,6 +14,27 @@
 
 #include "ibf.h"
 
+uint8_t ibf_cm_pack(uint8_t *wire, const void *data, size_t len)
+{
+	wire[0] = (uint8_t)len;
+	if (len)
+		memcpy(wire + 1, data, len);
+	return (uint8_t)(len + 1);
+}
+
+void ibf_cm_unpack(const void *wire, size_t wire_len, const void **data,
+		   size_t *len)
+{
+	const uint8_t *w = wire;
+
+	*data = NULL;
+	*len = 0;
+	if (!w || !wire_len)
+		return;
+	*data = w + 1;
+	*len = IBF_MIN((size_t)w[0], wire_len - 1);
+}
+
 int ibf_getname(struct rdma_cm_id *id, void *addr, size_t *addrlen)
 {
 	struct sockaddr *sa = rdma_get_local_addr(id);
@@ -47,13 +68,13 @@ int ibf_migrate_id(struct rdma_cm_id *id, struct ibf_eq *eq)
 }
 
 static void ibf_conn_param(struct ibf_ep *ep, struct rdma_conn_param *cp,
-			   const void *param, size_t paramlen)
+			   uint8_t *wire, const void *param, size_t paramlen)
 {
 	const struct ibv_device_attr *dev = &ep->domain->dev_attr;
 
 	memset(cp, 0, sizeof(*cp));
-	cp->private_data = param;
-	cp->private_data_len = (uint8_t)paramlen;
+	cp->private_data = wire;
+	cp->private_data_len = ibf_cm_pack(wire, param, paramlen);
 	/* RDMA reads in flight, each way. */
 	cp->responder_resources = (uint8_t)IBF_MIN(dev->max_qp_rd_atom, 255);
 	cp->initiator_depth = (uint8_t)IBF_MIN(dev->max_qp_init_rd_atom, 255);
@@ -113,6 +134,7 @@ static int ibf_ep_connect(struct fid_ep *ep_fid, const void *addr,
 			  const void *param, size_t paramlen)
 {
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	uint8_t wire[IBF_CM_WIRE_SIZE];
 	struct rdma_conn_param cp;
 	int ret;
 
@@ -123,7 +145,7 @@ static int ibf_ep_connect(struct fid_ep *ep_fid, const void *addr,
 		ret = ibf_migrate_id(ep->id, ep->eq);
 	if (ret)
 		return ret;
-	ibf_conn_param(ep, &cp, param, paramlen);
+	ibf_conn_param(ep, &cp, wire, param, paramlen);
 	ep->active = 1;
 	__atomic_store_n(&ep->state, IBF_EP_CONNECTING, __ATOMIC_RELEASE);
 	if (rdma_connect(ep->id, &cp)) {
@@ -151,6 +173,7 @@ static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 			 size_t paramlen)
 {
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	uint8_t wire[IBF_CM_WIRE_SIZE];
 	struct rdma_conn_param cp;
 	int ret;
 
@@ -165,7 +188,7 @@ static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 	ret = ibf_migrate_id(ep->id, ep->eq);
 	if (ret)
 		return ret;
-	ibf_conn_param(ep, &cp, param, paramlen);
+	ibf_conn_param(ep, &cp, wire, param, paramlen);
 	__atomic_store_n(&ep->state, IBF_EP_CONNECTING, __ATOMIC_RELEASE);
 	if (rdma_accept(ep->id, &cp)) {
 		ret = ibf_errno_to_fi(errno);
@@ -278,22 +301,22 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 {
 	struct ibf_ep *ep = container_of(owner, struct ibf_ep, owner);
 	const struct rdma_conn_param *cp = &ev->param.conn;
+	const void *data;
+	size_t len;
 
+	ibf_cm_unpack(cp->private_data, cp->private_data ? cp->private_data_len : 0,
+		      &data, &len);
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ep->active)
 			ibf_ep_set_rnr_timer(ep);
 		__atomic_store_n(&ep->state, IBF_EP_CONNECTED, __ATOMIC_RELEASE);
 		/* Only the connecting side gets the acceptor's data. */
-		ibf_ep_push_cm(ep, eq, FI_CONNECTED, cp->private_data,
-			       ep->active && cp->private_data ?
-			       cp->private_data_len : 0);
+		ibf_ep_push_cm(ep, eq, FI_CONNECTED, data, ep->active ? len : 0);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		__atomic_store_n(&ep->state, IBF_EP_ERROR, __ATOMIC_RELEASE);
-		ibf_ep_push_err(ep, eq, FI_ECONNREFUSED, ev->status,
-				cp->private_data,
-				cp->private_data ? cp->private_data_len : 0);
+		ibf_ep_push_err(ep, eq, FI_ECONNREFUSED, ev->status, data, len);
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_CONNECT_ERROR:

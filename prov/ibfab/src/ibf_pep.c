@@ -54,6 +54,7 @@ static void ibf_pep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 	struct ibf_pep *pep = container_of(owner, struct ibf_pep, owner);
 	const struct rdma_conn_param *cp = &ev->param.conn;
 	struct fi_eq_cm_entry *entry;
+	const void *data;
 	size_t len, size;
 
 	/* Events of a request nobody took yet: nothing to report. */
@@ -61,7 +62,8 @@ static void ibf_pep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 		return;
 	/* Until fi_endpoint takes it, the request's id belongs to no one. */
 	ev->id->context = NULL;
-	len = cp->private_data ? cp->private_data_len : 0;
+	ibf_cm_unpack(cp->private_data, cp->private_data ? cp->private_data_len : 0,
+		      &data, &len);
 	size = sizeof(*entry) + len;
 	entry = calloc(1, size);
 	if (entry)
@@ -76,7 +78,7 @@ static void ibf_pep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 	}
 	entry->fid = &pep->pep_fid.fid;
 	if (len)
-		memcpy(entry->data, cp->private_data, len);
+		memcpy(entry->data, data, len);
 	if (ibf_eq_push(eq, FI_CONNREQ, entry, size, 0, NULL, 0)) {
 		rdma_reject(ev->id, NULL, 0);
 		free(entry->info->handle);
@@ -128,6 +130,7 @@ static int ibf_pep_listen(struct fid_pep *pep_fid)
 static int ibf_pep_reject(struct fid_pep *pep_fid, fid_t handle,
 			  const void *param, size_t paramlen)
 {
+	uint8_t wire[IBF_CM_WIRE_SIZE];
 	struct ibf_connreq *req;
 	int ret = 0;
 
@@ -141,7 +144,7 @@ static int ibf_pep_reject(struct fid_pep *pep_fid, fid_t handle,
 		return -FI_EINVAL;
 	}
 	req = container_of(handle, struct ibf_connreq, fid);
-	if (rdma_reject(req->id, param, (uint8_t)paramlen))
+	if (rdma_reject(req->id, wire, ibf_cm_pack(wire, param, paramlen)))
 		ret = ibf_errno_to_fi(errno);
 	rdma_destroy_id(req->id);
 	free(req);
