@@ -12,6 +12,9 @@
 
 #define IBF_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
 		       FI_REMOTE_READ | FI_REMOTE_WRITE)
+/* Bits 60-63 are provider specific (fabric.h): other layers' (ofi_rxm's
+ * over ibfab, say) are none of ours to refuse. */
+#define IBF_FLAGS_PROV_SPECIFIC (0xfULL << 60)
 
 /* libfabric access bits to verbs access flags. */
 int ibf_mr_access_to_ibv(uint64_t access)
@@ -83,7 +86,7 @@ static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
 		IBF_WARN(FI_LOG_MR, "fi_mr_reg: NULL %s\n", mr_fid ? "buffer" : "mr");
 		return -FI_EINVAL;
 	}
-	if (flags) {
+	if (flags & ~IBF_FLAGS_PROV_SPECIFIC) {
 		IBF_WARN(FI_LOG_MR, "fi_mr_reg: flags %#llx not supported "
 			 "(no FI_RMA_EVENT, no device memory)\n",
 			 (unsigned long long)flags);
