@@ -279,3 +279,23 @@ Test(info, narrow_keeps_threading_hint)
 	cr_assert_eq(tmpl->domain_attr->threading, FI_THREAD_DOMAIN);
 	fi_freeinfo(h);
 }
+
+Test(info, messaging_alone_needs_local_registration_only)
+{
+	struct fi_info *h = msg_hints();
+
+	h->caps = FI_MSG;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED;
+	cr_assert_eq(match(h), 0, "%s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, FI_MR_LOCAL | FI_MR_ALLOCATED);
+	cr_assert_eq(tmpl->caps & FI_RMA, 0);
+	fi_freeinfo(h);
+
+	fi_freeinfo(tmpl);	/* a fresh template: narrowing took RMA away */
+	setup();
+	h = msg_hints();
+	h->caps = FI_MSG | FI_RMA;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED;
+	refused(h, "FI_MR_PROV_KEY");
+}

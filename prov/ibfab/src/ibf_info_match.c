@@ -109,10 +109,25 @@ static int ibf_hints_mr_basic(uint32_t version, const struct fi_info *hints)
 	       (mr_mode == FI_MR_UNSPEC && FI_VERSION_LT(version, FI_VERSION(1, 5)));
 }
 
+/*
+ * What registration must look like for these hints.  Remote keys and
+ * addresses matter only to RMA: without it, local registration is all.
+ */
+static uint64_t ibf_mr_mode_needed(const struct fi_info *hints)
+{
+	uint64_t primary = hints ? hints->caps & IBF_MSG_PRIMARY_CAPS : 0;
+
+	if (primary && !(primary & (FI_RMA | FI_READ | FI_WRITE |
+				    FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		return FI_MR_LOCAL | FI_MR_ALLOCATED;
+	return IBF_MR_MODE;
+}
+
 static int ibf_match_mr_mode(uint32_t version, const struct fi_info *hints,
 			     char *why, size_t why_len)
 {
 	int mr_mode = hints->domain_attr->mr_mode;
+	uint64_t need = ibf_mr_mode_needed(hints);
 
 	if (mr_mode == FI_MR_SCALABLE)
 		return ibf_nomatch(why, why_len, "mr_mode FI_MR_SCALABLE: verbs keys are chosen by the "
@@ -123,10 +138,11 @@ static int ibf_match_mr_mode(uint32_t version, const struct fi_info *hints,
 				    "ibfab needs local buffers registered");
 		return 0;
 	}
-	if (!ibf_bits_subset(IBF_MR_MODE, (uint64_t)mr_mode))
-		return ibf_nomatch(why, why_len, "mr_mode %#x lacks %#x: ibfab needs FI_MR_LOCAL | "
-			    "FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY "
-			    "on FI_EP_MSG", mr_mode, IBF_MR_MODE & ~mr_mode);
+	if (!ibf_bits_subset(need, (uint64_t)mr_mode))
+		return ibf_nomatch(why, why_len, "mr_mode %#x lacks %#llx: ibfab needs FI_MR_LOCAL | "
+			    "FI_MR_ALLOCATED, and FI_MR_VIRT_ADDR | FI_MR_PROV_KEY "
+			    "for RMA", mr_mode,
+			    (unsigned long long)(need & ~(uint64_t)mr_mode));
 	return 0;
 }
 
@@ -353,6 +369,8 @@ int ibf_info_narrow(struct fi_info *info, uint32_t version,
 	if (ibf_hints_mr_basic(version, hints)) {
 		info->domain_attr->mr_mode = FI_MR_BASIC;
 		info->mode |= FI_LOCAL_MR;
+	} else {
+		info->domain_attr->mr_mode = (int)ibf_mr_mode_needed(hints);
 	}
 	return 0;
 }
