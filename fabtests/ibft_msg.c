@@ -9,6 +9,9 @@
  *   errors        writes with a wrong key and beyond the region give error
  *                 completions; the process then connects again and works
  *   backpressure  full send and receive queues answer -FI_EAGAIN
+ *   multirecv     FI_MULTI_RECV: two buffers take many messages each, and
+ *                 come back (FI_MULTI_RECV) when less than
+ *                 FI_OPT_MIN_MULTI_RECV is left
  *   threads       FI_THREAD_SAFE: the client's threads send at once on one
  *                 endpoint while another reads the CQ; every message
  *                 arrives once
@@ -396,6 +399,93 @@ static void backpressure(struct ibft_conn *c)
 	ibft_buf_free(&local);
 }
 
+#define MR_MSGS 40
+#define MR_SIZE 1000
+#define MR_BUF 8192
+#define MR_MIN 1024
+
+static int post_multi(struct ibft_conn *c, struct ibft_buf *b, int half,
+		      struct fi_context *ctx)
+{
+	struct iovec iov = { b->ptr + half * MR_BUF, MR_BUF };
+	struct fi_msg msg = { .msg_iov = &iov, .desc = &b->desc, .iov_count = 1,
+			      .context = &ctx[half] };
+
+	return (int)fi_recvmsg(c->ep, &msg, FI_MULTI_RECV);
+}
+
+static void multirecv(struct ibft_conn *c)
+{
+	struct fi_context ctx[2];
+	struct fi_cq_data_entry e;
+	struct ibft_buf b;
+	size_t min = MR_MIN;
+	int seen[MR_MSGS] = { 0 }, got = 0, bad = 0, released = 0, i;
+
+	if (!(c->info->caps & FI_MULTI_RECV)) {
+		printf("skip - multirecv [%s]: FI_MULTI_RECV not offered\n",
+		       ibft_opts.prov);
+		return;
+	}
+	if (ibft_buf_alloc(c, &b, 2 * MR_BUF, FI_SEND | FI_RECV)) {
+		IBFT_CHECK(0, "multirecv-buffers", "registration failed");
+		return;
+	}
+	if (ibft_opts.server) {
+		IBFT_EXPECT(fi_setopt(&c->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+				      &min, sizeof(min)), 0, "multirecv-setopt");
+		IBFT_EXPECT(post_multi(c, &b, 0, ctx) | post_multi(c, &b, 1, ctx), 0,
+			    "multirecv-post");
+		while (got < MR_MSGS && ibft_cq_wait(c, &e, 1, use_fd, 30000) == 1) {
+			int half = e.op_context == &ctx[1];
+			uint8_t *lo = b.ptr + half * MR_BUF;
+			uint32_t idx;
+
+			if ((e.op_context != &ctx[0] && !half) || !(e.flags & FI_RECV)) {
+				bad++;
+				break;
+			}
+			if (e.len) {
+				memcpy(&idx, e.buf, sizeof(idx));
+				if (e.len != MR_SIZE || (uint8_t *)e.buf < lo ||
+				    (uint8_t *)e.buf + e.len > lo + MR_BUF ||
+				    idx >= MR_MSGS || seen[idx]++ ||
+				    !ibft_verify((uint8_t *)e.buf + 4, MR_SIZE - 4, idx))
+					bad++;
+				got++;
+			}
+			if (e.flags & FI_MULTI_RECV) {
+				released++;
+				if (post_multi(c, &b, half, ctx))
+					bad++;
+			}
+		}
+		for (i = 0; i < MR_MSGS; i++)
+			bad += seen[i] != 1;
+		IBFT_CHECK(got == MR_MSGS && !bad, "multirecv-every-message-once",
+			   "%d of %d messages, %d wrong", got, MR_MSGS, bad);
+		/* 8 messages of 1000 bytes fill 8 KiB past the 1 KiB minimum. */
+		IBFT_CHECK(released >= MR_MSGS / 8 - 1, "multirecv-buffers-released",
+			   "%d releases", released);
+		IBFT_EXPECT(ibft_ctl_send(c, &b, "end", 4), 0, "multirecv-end");
+	} else {
+		for (i = 0; i < MR_MSGS; i++) {
+			uint32_t idx = (uint32_t)i;
+
+			memcpy(b.ptr, &idx, sizeof(idx));
+			ibft_fill(b.ptr + 4, MR_SIZE - 4, idx);
+			if (fi_send(c->ep, b.ptr, MR_SIZE, b.desc, 0, &b) ||
+			    ibft_cq_wait(c, &e, 1, use_fd, 30000) != 1) {
+				bad++;
+				break;
+			}
+		}
+		IBFT_CHECK(!bad, "multirecv-sent", "send %d failed", i);
+		IBFT_EXPECT(ibft_ctl_recv(c, &b, b.ptr + MR_BUF, 4), 0, "multirecv-end");
+	}
+	ibft_buf_free(&b);
+}
+
 #define THREADS 3
 #define PER_THREAD 400
 
@@ -533,6 +623,8 @@ int main(int argc, char **argv)
 		backpressure(&c);
 	else if (!strcmp(test, "threads"))
 		threads(&c);
+	else if (!strcmp(test, "multirecv"))
+		multirecv(&c);
 	else
 		IBFT_CHECK(0, "test-name", "no test %s", test);
 	ibft_close(&c);

@@ -72,7 +72,8 @@ void ibf_params_load(void);
 /* Capabilities of an FI_EP_MSG endpoint. */
 #define IBF_MSG_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_RECV | \
 			      FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
-#define IBF_MSG_SECONDARY_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define IBF_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define IBF_MSG_SECONDARY_CAPS (IBF_DOMAIN_CAPS | FI_MULTI_RECV)
 #define IBF_MSG_CAPS (IBF_MSG_PRIMARY_CAPS | IBF_MSG_SECONDARY_CAPS)
 #define IBF_MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | \
 		     FI_MR_PROV_KEY)
@@ -82,7 +83,9 @@ void ibf_params_load(void);
 		       FI_ORDER_RAS)
 #define IBF_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT | FI_TRANSMIT_COMPLETE | \
 			 FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE)
-#define IBF_RX_OP_FLAGS (FI_COMPLETION)
+#define IBF_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
+/* FI_OPT_MIN_MULTI_RECV until the application sets it. */
+#define IBF_MIN_MULTI_RECV 64
 /* Remote CQ data (immediate data) consumes a posted receive. */
 #define IBF_RX_MODE (FI_RX_CQ_DATA)
 #define IBF_CQ_DATA_SIZE 4
@@ -250,6 +253,7 @@ struct ibf_op {
 	struct ibf_ring *ring;	/* an endpoint's queue, or NULL: */
 	struct ibf_srx *srx;	/* a shared receive context's slot */
 	int user_comp;		/* the caller asked for a completion */
+	uint32_t lkey;		/* FI_MULTI_RECV: to post the rest again */
 };
 
 struct ibf_ring {
@@ -450,7 +454,16 @@ struct ibf_ep {
 	size_t rx_iov_limit;
 	uint64_t rx_op_flags;
 	int rx_selective;
+	size_t min_multi_recv;	/* FI_OPT_MIN_MULTI_RECV */
 };
+
+/*
+ * A multi-receive buffer has one verbs receive posted at a time, over its
+ * unused rest; each message that lands there moves the rest past itself
+ * and posts it again, until less than min_multi_recv is left.  Called by
+ * the CQ with the completed slot; returns whether the buffer is released.
+ */
+int ibf_ep_multi_recv_next(struct ibf_op *op, uint32_t byte_len);
 
 static inline struct ibf_ep *to_ibf_ep(struct fid_ep *ep)
 {

@@ -101,25 +101,15 @@ static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
 }
 
-static inline ssize_t ibf_ep_post_rx(struct ibf_ep *ep, const struct iovec *iov,
-				     void **desc, size_t count, void *context,
-				     int comp)
+/* Post receive SGEs already filled; buf is where the data lands. */
+static inline ssize_t ibf_ep_post_rx_sge(struct ibf_ep *ep, struct ibv_sge *sge,
+					 size_t count, size_t len, void *buf,
+					 void *context, int comp, uint64_t flags)
 {
-	struct ibv_sge sge[IBF_MAX_SGE];
 	struct ibv_recv_wr wr, *bad;
 	struct ibf_op *op;
-	size_t len;
-	ssize_t ret;
+	int ret;
 
-	if (unlikely(count > ep->rx_iov_limit || ep->srx)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, ep->srx ? "post receives "
-			       "to the shared receive context\n" : "too many iovs "
-			       "for rx iov_limit\n");
-		return ep->srx ? -FI_EOPBADSTATE : -FI_EINVAL;
-	}
-	ret = ibf_fill_sge(sge, iov, desc, count, 1, &len);
-	if (unlikely(ret))
-		return ret;
 	wr.next = NULL;
 	wr.sg_list = sge;
 	wr.num_sge = (int)count;
@@ -131,16 +121,44 @@ static inline ssize_t ibf_ep_post_rx(struct ibf_ep *ep, const struct iovec *iov,
 	}
 	op = &ep->rx.ops[ep->rx.head & (ep->rx.size - 1)];
 	op->context = context;
-	op->flags = FI_RECV | FI_MSG;
+	op->flags = FI_RECV | FI_MSG | (flags & FI_MULTI_RECV);
 	op->len = len;
-	op->buf = count ? iov[0].iov_base : NULL;
+	op->buf = buf;
 	op->user_comp = comp;
+	op->lkey = count ? sge[0].lkey : 0;
 	wr.wr_id = (uintptr_t)op;
 	ret = ibv_post_recv(ep->id->qp, &wr, &bad);
 	if (likely(!ret))
 		ep->rx.head++;
 	ibf_lock_release(&ep->rx_lock);
-	return likely(!ret) ? 0 : ibf_errno_to_fi((int)ret);
+	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
+}
+
+/* flags: FI_MULTI_RECV, or 0. */
+static inline ssize_t ibf_ep_post_rx(struct ibf_ep *ep, const struct iovec *iov,
+				     void **desc, size_t count, void *context,
+				     int comp, uint64_t flags)
+{
+	struct ibv_sge sge[IBF_MAX_SGE];
+	size_t len;
+	ssize_t ret;
+
+	if (unlikely((flags & FI_MULTI_RECV) && count != 1)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_MULTI_RECV takes "
+			       "one buffer\n");
+		return -FI_EINVAL;
+	}
+	if (unlikely(count > ep->rx_iov_limit || ep->srx)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, ep->srx ? "post receives "
+			       "to the shared receive context\n" : "too many iovs "
+			       "for rx iov_limit\n");
+		return ep->srx ? -FI_EOPBADSTATE : -FI_EINVAL;
+	}
+	ret = ibf_fill_sge(sge, iov, desc, count, 1, &len);
+	if (unlikely(ret))
+		return ret;
+	return ibf_ep_post_rx_sge(ep, sge, count, len, count ? iov[0].iov_base : NULL,
+				  context, comp, flags);
 }
 
 #endif /* IBF_POST_H */

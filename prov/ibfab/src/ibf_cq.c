@@ -60,8 +60,11 @@ static void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
 	}
 }
 
+/* clear: flags the completion does not report (a multi-receive not yet
+ * released). */
 static void ibf_cq_fill(const struct ibf_cq *cq, void *entry,
-			const struct ibv_wc *wc, const struct ibf_op *op)
+			const struct ibv_wc *wc, const struct ibf_op *op,
+			uint64_t clear)
 {
 	struct fi_cq_tagged_entry *e = entry;
 	uint64_t flags, data;
@@ -71,7 +74,7 @@ static void ibf_cq_fill(const struct ibf_cq *cq, void *entry,
 	if (cq->format == FI_CQ_FORMAT_CONTEXT)
 		return;
 	ibf_wc_result(wc, op, &flags, &len, &data);
-	e->flags = flags;
+	e->flags = flags & ~clear;
 	e->len = len;
 	if (cq->format == FI_CQ_FORMAT_MSG)
 		return;
@@ -87,6 +90,7 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 	size_t n = 0;
 	struct ibv_wc *wc;
 	struct ibf_op *op;
+	uint64_t clear;
 	int polled;
 
 	while (n < count && !cq->has_err) {
@@ -104,9 +108,14 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 			break;
 		}
 		cq->wc_next++;
+		clear = 0;
+		if (unlikely(op->flags & FI_MULTI_RECV) &&
+		    !ibf_ep_multi_recv_next(op, wc->byte_len))
+			clear = FI_MULTI_RECV;	/* the buffer has room left */
 		/* Remote CQ data is reported even for a silent receive. */
 		if (op->user_comp || (wc->wc_flags & IBV_WC_WITH_IMM)) {
-			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op);
+			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op,
+				    clear);
 			n++;
 		}
 		ibf_op_release(op);	/* after the last read of *op */

@@ -308,9 +308,20 @@ static ssize_t ibf_ep_cancel(fid_t fid, void *context)
 static int ibf_ep_getopt(fid_t fid, int level, int optname, void *optval,
 			 size_t *optlen)
 {
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
 	switch (optname) {
+	case FI_OPT_MIN_MULTI_RECV:
+		if (!optval || !optlen || *optlen < sizeof(size_t)) {
+			if (optlen)
+				*optlen = sizeof(size_t);
+			return -FI_ETOOSMALL;
+		}
+		*(size_t *)optval = ep->min_multi_recv;
+		*optlen = sizeof(size_t);
+		return 0;
 	case FI_OPT_CM_DATA_SIZE:
 		if (!optval || !optlen || *optlen < sizeof(size_t)) {
 			if (optlen)
@@ -328,7 +339,14 @@ static int ibf_ep_getopt(fid_t fid, int level, int optname, void *optval,
 static int ibf_ep_setopt(fid_t fid, int level, int optname, const void *optval,
 			 size_t optlen)
 {
-	return -FI_ENOPROTOOPT;
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!optval || optlen != sizeof(size_t))
+		return -FI_EINVAL;
+	ep->min_multi_recv = *(const size_t *)optval;
+	return 0;
 }
 
 static ssize_t ibf_ep_tx_size_left(struct fid_ep *ep_fid)
@@ -431,6 +449,7 @@ static void ibf_ep_size(struct ibf_ep *ep, const struct fi_info *info)
 	ep->inject_size = info->tx_attr ? info->tx_attr->inject_size : 0;
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
 }
 
 int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,

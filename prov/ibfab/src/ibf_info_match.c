@@ -17,7 +17,7 @@
 #include "ibf.h"
 
 #define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE | \
-		     IBF_MSG_SECONDARY_CAPS)
+		     IBF_DOMAIN_CAPS)
 #define IBF_RX_CAPS (FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | \
 		     FI_REMOTE_WRITE | IBF_MSG_SECONDARY_CAPS)
 
@@ -67,7 +67,7 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 	info->ep_attr->tx_ctx_cnt = 1;
 	info->ep_attr->rx_ctx_cnt = 1;
 
-	info->domain_attr->caps = IBF_MSG_SECONDARY_CAPS;
+	info->domain_attr->caps = IBF_DOMAIN_CAPS;
 	info->domain_attr->threading = FI_THREAD_SAFE;
 	info->domain_attr->control_progress = FI_PROGRESS_AUTO;
 	info->domain_attr->data_progress = FI_PROGRESS_AUTO;

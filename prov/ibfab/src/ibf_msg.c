@@ -10,7 +10,8 @@ static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 	struct iovec iov = { buf, len };
 
 	return ibf_ep_post_rx(ep, &iov, &desc, 1, context,
-			      ibf_rx_wants_comp(ep, ep->rx_op_flags));
+			      ibf_rx_wants_comp(ep, ep->rx_op_flags),
+			      ep->rx_op_flags);
 }
 
 static ssize_t ibf_msg_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -20,7 +21,8 @@ static ssize_t ibf_msg_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
 	return ibf_ep_post_rx(ep, iov, desc, count, context,
-			      ibf_rx_wants_comp(ep, ep->rx_op_flags));
+			      ibf_rx_wants_comp(ep, ep->rx_op_flags),
+			      ep->rx_op_flags);
 }
 
 static ssize_t ibf_msg_recvmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
@@ -28,13 +30,8 @@ static ssize_t ibf_msg_recvmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
 {
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
-	if (unlikely(flags & FI_MULTI_RECV)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA,
-			       "FI_MULTI_RECV is not supported on FI_EP_MSG\n");
-		return -FI_EBADFLAGS;
-	}
 	return ibf_ep_post_rx(ep, msg->msg_iov, msg->desc, msg->iov_count,
-			      msg->context, ibf_rx_wants_comp(ep, flags));
+			      msg->context, ibf_rx_wants_comp(ep, flags), flags);
 }
 
 /* One send, as every call of the family describes it. */
@@ -115,6 +112,23 @@ static ssize_t ibf_msg_injectdata(struct fid_ep *ep_fid, const void *buf,
 
 	return ibf_send(to_ibf_ep(ep_fid), &iov, NULL, 1, data,
 			FI_INJECT | FI_REMOTE_CQ_DATA, NULL, 0);
+}
+
+int ibf_ep_multi_recv_next(struct ibf_op *op, uint32_t byte_len)
+{
+	struct ibf_ep *ep = container_of(op->ring, struct ibf_ep, rx);
+	size_t rest = op->len > byte_len ? op->len - byte_len : 0;
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)op->buf + byte_len,
+		.length = (uint32_t)rest,
+		.lkey = op->lkey,	/* the rest is under the same key */
+	};
+
+	if (rest < ep->min_multi_recv)
+		return 1;
+	/* Cannot post the rest (queue full): release the buffer early. */
+	return ibf_ep_post_rx_sge(ep, &sge, 1, rest, (char *)op->buf + byte_len,
+				  op->context, op->user_comp, FI_MULTI_RECV) != 0;
 }
 
 struct fi_ops_msg ibf_msg_ops = {
