@@ -58,6 +58,10 @@ int ibf_waitfd_lower(struct ibf_waitfd *w);
 /* epoll_wait on it: > 0 when something is ready, 0 on timeout, or -errno. */
 int ibf_waitfd_wait(struct ibf_waitfd *w, int timeout_ms);
 
+/* A size_t option for fi_getopt: -FI_ETOOSMALL (and the size) if it
+ * does not fit. */
+int ibf_getopt_size(void *optval, size_t *optlen, size_t value);
+
 /* Set O_NONBLOCK; returns 0 or -FI_E*. */
 int ibf_fd_set_nonblock(int fd);
 

@@ -35,17 +35,15 @@ void ibf_cm_unpack(const void *wire, size_t wire_len, const void **data,
 	*len = IBF_MIN((size_t)w[0], wire_len - 1);
 }
 
-int ibf_getname(struct rdma_cm_id *id, void *addr, size_t *addrlen)
+/* An address for fi_getname/fi_getpeer; none: -FI_EADDRNOTAVAIL. */
+static int ibf_copy_name(const struct sockaddr *sa, void *addr, size_t *addrlen)
 {
-	struct sockaddr *sa = rdma_get_local_addr(id);
 	size_t len = ibf_addr_len(sa);
 
 	if (!addrlen)
 		return -FI_EINVAL;
-	if (!len) {
-		IBF_WARN(FI_LOG_EP_CTRL, "fi_getname: no address bound yet\n");
+	if (!len)
 		return -FI_EADDRNOTAVAIL;
-	}
 	if (*addrlen < len || !addr) {
 		*addrlen = len;
 		return -FI_ETOOSMALL;
@@ -53,6 +51,15 @@ int ibf_getname(struct rdma_cm_id *id, void *addr, size_t *addrlen)
 	memcpy(addr, sa, len);
 	*addrlen = len;
 	return 0;
+}
+
+int ibf_getname(struct rdma_cm_id *id, void *addr, size_t *addrlen)
+{
+	int ret = ibf_copy_name(rdma_get_local_addr(id), addr, addrlen);
+
+	if (ret == -FI_EADDRNOTAVAIL)
+		IBF_WARN(FI_LOG_EP_CTRL, "fi_getname: no address bound yet\n");
+	return ret;
 }
 
 /* Move an id's events to the EQ's channel (a no-op if they go there). */
@@ -225,20 +232,9 @@ static int ibf_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 static int ibf_ep_getpeer(struct fid_ep *ep_fid, void *addr, size_t *addrlen)
 {
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
-	struct sockaddr *sa = rdma_get_peer_addr(ep->id);
-	size_t len = ibf_addr_len(sa);
+	int ret = ibf_copy_name(rdma_get_peer_addr(ep->id), addr, addrlen);
 
-	if (!addrlen)
-		return -FI_EINVAL;
-	if (!len)
-		return -FI_ENOTCONN;
-	if (*addrlen < len || !addr) {
-		*addrlen = len;
-		return -FI_ETOOSMALL;
-	}
-	memcpy(addr, sa, len);
-	*addrlen = len;
-	return 0;
+	return ret == -FI_EADDRNOTAVAIL ? -FI_ENOTCONN : ret;
 }
 
 static int ibf_ep_setname(fid_t fid, void *addr, size_t addrlen)

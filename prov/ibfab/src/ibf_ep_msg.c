@@ -314,23 +314,9 @@ static int ibf_ep_getopt(fid_t fid, int level, int optname, void *optval,
 		return -FI_ENOPROTOOPT;
 	switch (optname) {
 	case FI_OPT_MIN_MULTI_RECV:
-		if (!optval || !optlen || *optlen < sizeof(size_t)) {
-			if (optlen)
-				*optlen = sizeof(size_t);
-			return -FI_ETOOSMALL;
-		}
-		*(size_t *)optval = ep->min_multi_recv;
-		*optlen = sizeof(size_t);
-		return 0;
+		return ibf_getopt_size(optval, optlen, ep->min_multi_recv);
 	case FI_OPT_CM_DATA_SIZE:
-		if (!optval || !optlen || *optlen < sizeof(size_t)) {
-			if (optlen)
-				*optlen = sizeof(size_t);
-			return -FI_ETOOSMALL;
-		}
-		*(size_t *)optval = IBF_CM_DATA_SIZE;
-		*optlen = sizeof(size_t);
-		return 0;
+		return ibf_getopt_size(optval, optlen, IBF_CM_DATA_SIZE);
 	default:
 		return -FI_ENOPROTOOPT;
 	}

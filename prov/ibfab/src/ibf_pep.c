@@ -187,14 +187,7 @@ static int ibf_pep_getopt(fid_t fid, int level, int optname, void *optval,
 {
 	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE)
 		return -FI_ENOPROTOOPT;
-	if (!optval || !optlen || *optlen < sizeof(size_t)) {
-		if (optlen)
-			*optlen = sizeof(size_t);
-		return -FI_ETOOSMALL;
-	}
-	*(size_t *)optval = IBF_CM_DATA_SIZE;
-	*optlen = sizeof(size_t);
-	return 0;
+	return ibf_getopt_size(optval, optlen, IBF_CM_DATA_SIZE);
 }
 
 static int ibf_pep_setopt(fid_t fid, int level, int optname, const void *optval,

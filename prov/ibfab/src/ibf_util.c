@@ -138,3 +138,16 @@ int ibf_waitfd_wait(struct ibf_waitfd *w, int timeout_ms)
 
 	return n < 0 ? (errno == EINTR ? 0 : -errno) : n;
 }
+
+int ibf_getopt_size(void *optval, size_t *optlen, size_t value)
+{
+	if (!optlen)
+		return -FI_EINVAL;
+	if (!optval || *optlen < sizeof(size_t)) {
+		*optlen = sizeof(size_t);
+		return -FI_ETOOSMALL;
+	}
+	*(size_t *)optval = value;
+	*optlen = sizeof(size_t);
+	return 0;
+}
