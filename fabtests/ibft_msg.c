@@ -254,6 +254,43 @@ static int server_drop(struct ibft_conn *c)
 	return ret;
 }
 
+/*
+ * Calls the provider must refuse, without posting anything, on a good
+ * connection: a missing or foreign descriptor where FI_MR_LOCAL wants one,
+ * too many iovs, an inject beyond inject_size.
+ */
+static void bad_arguments(struct ibft_conn *c, struct ibft_buf *local)
+{
+	size_t big = c->info->tx_attr->inject_size + 1;
+	struct iovec iov[64];
+	void *desc[64];
+	uint64_t foreign[8] = { 0 };	/* not a descriptor of any MR */
+	size_t i, n = c->info->tx_attr->iov_limit + 1;
+
+	/* It answers -FI_EAGAIN to a missing descriptor and to an inject too
+	 * big, posts more iovs than its iov_limit, and follows any pointer. */
+	if (ibft_deviates("verbs", "errors-bad-arguments", "libfabric 1.17 verbs "
+			  "lets bad arguments through or answers -FI_EAGAIN"))
+		return;
+	if (big > local->len)
+		big = local->len;
+	IBFT_EXPECT(fi_send(c->ep, local->ptr, big, NULL, 0, NULL), -FI_EINVAL,
+		    "errors-send-without-desc");
+	IBFT_EXPECT(fi_send(c->ep, local->ptr, big, foreign, 0, NULL), -FI_EINVAL,
+		    "errors-send-foreign-desc");
+	IBFT_EXPECT(fi_inject(c->ep, local->ptr, big, 0), -FI_EINVAL,
+		    "errors-inject-too-big");
+	if (n <= 64) {
+		for (i = 0; i < n; i++) {
+			iov[i].iov_base = local->ptr;
+			iov[i].iov_len = 1;
+			desc[i] = local->desc;
+		}
+		IBFT_EXPECT(fi_sendv(c->ep, iov, desc, n, 0, NULL), -FI_EINVAL,
+			    "errors-sendv-over-iov-limit");
+	}
+}
+
 static void errors(void)
 {
 	static const char *cases[] = { "wrong-key", "beyond-region", "good" };
@@ -328,6 +365,7 @@ static void errors(void)
 			IBFT_CHECK(fi_cq_strerror(c.cq, err.prov_errno, err.err_data,
 						  NULL, 0) != NULL, name, "no string");
 		} else {
+			bad_arguments(&c, &local);
 			ret = ibft_cq_wait(&c, &e, 1, use_fd, 30000);
 			IBFT_CHECK(ret == 1 && e.op_context == &local,
 				   "errors-good-write-completes", "ret %d", ret);
