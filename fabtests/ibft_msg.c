@@ -12,6 +12,9 @@
  *   multirecv     FI_MULTI_RECV: two buffers take many messages each, and
  *                 come back (FI_MULTI_RECV) when less than
  *                 FI_OPT_MIN_MULTI_RECV is left
+ *   deadpeer      the client exits without a word; the server gets
+ *                 FI_SHUTDOWN, its posted receive completes in error with
+ *                 its context, and it accepts the next client
  *   threads       FI_THREAD_SAFE: the client's threads send at once on one
  *                 endpoint while another reads the CQ; every message
  *                 arrives once
@@ -19,6 +22,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -437,6 +441,68 @@ static void backpressure(struct ibft_conn *c)
 	ibft_buf_free(&local);
 }
 
+static void deadpeer(void)
+{
+	struct fi_cq_err_entry err = { 0 };
+	struct fi_eq_cm_entry entry;
+	struct ibft_conn c;
+	struct ibft_buf b = { 0 };
+	struct fi_info *req;
+	int ret, round;
+
+	if (!ibft_opts.server) {
+		pid_t pid = fork();
+		int status = 0;
+
+		if (pid == 0) {
+			/* The first client connects, then dies without a word. */
+			if (ibft_connect(&c, &copts) == 0)
+				_exit(0);
+			_exit(1);
+		}
+		waitpid(pid, &status, 0);
+		IBFT_CHECK(pid > 0 && WIFEXITED(status) && !WEXITSTATUS(status),
+			   "deadpeer-first-client", "status %#x", status);
+		/* The second finds the server still serving. */
+		IBFT_EXPECT(ibft_connect(&c, &copts), 0, "deadpeer-second-client");
+		if (c.ep)
+			fi_shutdown(c.ep, 0);
+		ibft_close(&c);
+		return;
+	}
+	if (!IBFT_EXPECT(ibft_listen(&c, &copts), 0, "deadpeer-listen"))
+		return;
+	for (round = 0; round < 2; round++) {
+		ret = ibft_wait_connreq(&c, &req);
+		if (!ret)
+			ret = ibft_accept(&c, req, &copts);
+		IBFT_EXPECT(ret, 0, round ? "deadpeer-accept-next" : "deadpeer-accept");
+		if (ret)
+			break;
+		if (!b.ptr)
+			ibft_buf_alloc(&c, &b, 4096, FI_RECV);
+		if (round == 1)
+			break;
+		IBFT_EXPECT(fi_recv(c.ep, b.ptr, 4096, b.desc, 0, &b), 0,
+			    "deadpeer-post-recv");
+		ret = ibft_eq_wait(c.eq, &entry, sizeof(entry), 30000, NULL);
+		IBFT_CHECK(ret == FI_SHUTDOWN && entry.fid == &c.ep->fid,
+			   "deadpeer-shutdown-event", "event %d", ret);
+		if (!ibft_deviates("verbs", "deadpeer-recv-error-completion",
+				   "libfabric 1.17 verbs leaves the receive posted")) {
+			ret = ibft_cq_wait_err(&c, &err, 10000);
+			IBFT_CHECK(ret == 1 && err.op_context == &b &&
+				   (err.flags & FI_RECV) && err.err,
+				   "deadpeer-recv-error-completion", "readerr %d "
+				   "context %p err %d", ret, err.op_context, err.err);
+		}
+		fi_close(&c.ep->fid);
+		c.ep = NULL;
+	}
+	ibft_buf_free(&b);
+	ibft_close(&c);
+}
+
 #define MR_MSGS 40
 #define MR_SIZE 1000
 #define MR_BUF 8192
@@ -641,6 +707,10 @@ int main(int argc, char **argv)
 	copts.wait_fd = use_fd;
 	if (!strcmp(test, "errors")) {
 		errors();
+		return ibft_finish();
+	}
+	if (!strcmp(test, "deadpeer")) {
+		deadpeer();
 		return ibft_finish();
 	}
 	if (!strcmp(test, "backpressure"))
