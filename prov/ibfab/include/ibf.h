@@ -319,6 +319,10 @@ struct ibf_cq {
 	int ref;		/* endpoints bound */
 };
 
+/* What a successful verbs completion of op reports to the application. */
+void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
+		   uint64_t *flags, size_t *len, uint64_t *data);
+
 /* Room for an endpoint's queues, so completions can never overrun. */
 int ibf_cq_reserve(struct ibf_cq *cq, int entries);
 void ibf_cq_unreserve(struct ibf_cq *cq, int entries);
@@ -355,9 +359,11 @@ struct ibf_eq {
 	int ref;		/* endpoints bound */
 };
 
-/* Queue an entry (event data, or an fi_eq_err_entry when is_err). */
+/* Queue an entry: event data, or an fi_eq_err_entry with IBF_EQ_ERR. */
+#define IBF_EQ_ERR 1
+#define IBF_EQ_CONNREQ 2	/* its fi_info and request are ours until read */
 int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
-		size_t len, int is_err, const void *err_data,
+		size_t len, unsigned kind, const void *err_data,
 		size_t err_data_size);
 int ibf_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		struct fid_eq **eq, void *context);

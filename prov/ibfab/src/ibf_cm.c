@@ -289,7 +289,7 @@ static void ibf_ep_push_err(struct ibf_ep *ep, struct ibf_eq *eq, int err,
 	e.context = ep->ep_fid.fid.context;
 	e.err = err;
 	e.prov_errno = prov_errno;
-	ibf_eq_push(eq, 0, &e, sizeof(e), 1, data, len);
+	ibf_eq_push(eq, 0, &e, sizeof(e), IBF_EQ_ERR, data, len);
 }
 
 void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,

@@ -40,7 +40,7 @@ static size_t ibf_cq_entry_size(enum fi_cq_format format)
 }
 
 /* What a successful completion reports: flags, length, remote data. */
-static void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
+void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
 			  uint64_t *flags, size_t *len, uint64_t *data)
 {
 	*flags = op->flags;

@@ -18,7 +18,7 @@
 struct ibf_eq_entry {
 	struct ibf_eq_entry *next;
 	uint32_t event;
-	int is_err;
+	unsigned kind;		/* IBF_EQ_ERR, IBF_EQ_CONNREQ, or 0 */
 	size_t len;		/* of data; an error entry's err_data follows it */
 	size_t min_len;		/* what a reader's buffer must hold */
 	size_t err_data_size;
@@ -26,7 +26,7 @@ struct ibf_eq_entry {
 };
 
 int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
-		size_t len, int is_err, const void *err_data,
+		size_t len, unsigned kind, const void *err_data,
 		size_t err_data_size)
 {
 	struct ibf_eq_entry *e;
@@ -36,7 +36,7 @@ int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
 		return -FI_ENOMEM;
 	e->next = NULL;
 	e->event = event;
-	e->is_err = is_err;
+	e->kind = kind;
 	e->len = len;
 	/* CM events: the entry itself; their private data fits if it can. */
 	e->min_len = (event == FI_CONNREQ || event == FI_CONNECTED ||
@@ -104,7 +104,7 @@ static ssize_t ibf_eq_read(struct fid_eq *eq_fid, uint32_t *event, void *buf,
 	e = eq->head;
 	if (!e) {
 		ret = -FI_EAGAIN;
-	} else if (e->is_err) {
+	} else if ((e->kind & IBF_EQ_ERR)) {
 		ret = -FI_EAVAIL;
 	} else if (len < e->min_len || (e->min_len && !buf)) {
 		IBF_WARN(FI_LOG_EQ, "fi_eq_read: buffer of %zu bytes, the event "
@@ -136,7 +136,7 @@ static ssize_t ibf_eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *err
 	ibf_eq_progress(eq);
 	pthread_mutex_lock(&eq->lock);
 	e = eq->head;
-	if (!e || !e->is_err) {
+	if (!e || !(e->kind & IBF_EQ_ERR)) {
 		pthread_mutex_unlock(&eq->lock);
 		return -FI_EAGAIN;
 	}
@@ -248,11 +248,29 @@ static int ibf_eq_control(struct fid *fid, int command, void *arg)
 	}
 }
 
+/* A connection request nobody read: reject it and free what it held. */
+static void ibf_eq_drop_connreq(struct ibf_eq_entry *e)
+{
+	struct fi_eq_cm_entry *cm = (struct fi_eq_cm_entry *)e->data;
+	struct ibf_connreq *req;
+
+	if (!cm->info)
+		return;
+	req = container_of(cm->info->handle, struct ibf_connreq, fid);
+	rdma_reject(req->id, NULL, 0);
+	rdma_destroy_id(req->id);
+	free(req);
+	fi_freeinfo(cm->info);
+}
+
 static void ibf_eq_destroy(struct ibf_eq *eq)
 {
 	pthread_mutex_lock(&eq->lock);
-	while (eq->head)
+	while (eq->head) {
+		if (eq->head->kind & IBF_EQ_CONNREQ)
+			ibf_eq_drop_connreq(eq->head);
 		ibf_eq_pop(eq);
+	}
 	pthread_mutex_unlock(&eq->lock);
 	if (eq->channel)
 		rdma_destroy_event_channel(eq->channel);

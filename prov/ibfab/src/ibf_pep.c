@@ -79,7 +79,7 @@ static void ibf_pep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 	entry->fid = &pep->pep_fid.fid;
 	if (len)
 		memcpy(entry->data, data, len);
-	if (ibf_eq_push(eq, FI_CONNREQ, entry, size, 0, NULL, 0)) {
+	if (ibf_eq_push(eq, FI_CONNREQ, entry, size, IBF_EQ_CONNREQ, NULL, 0)) {
 		rdma_reject(ev->id, NULL, 0);
 		free(entry->info->handle);
 		fi_freeinfo(entry->info);
