@@ -22,6 +22,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 
 struct ibft_opts {
 	const char *prov;	/* -p */
@@ -80,6 +81,7 @@ struct ibft_conn_opts {
 	uint64_t cq_bind_flags;	/* extra: FI_SELECTIVE_COMPLETION */
 	size_t tx_size, rx_size;	/* 0: the provider's */
 	int shared_rx;		/* receives through a shared receive context */
+	int tagged;		/* FI_TAGGED, and a CQ of FI_CQ_FORMAT_TAGGED */
 	const void *cm_data;	/* sent with connect / accept */
 	size_t cm_data_len;
 };

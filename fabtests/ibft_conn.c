@@ -60,6 +60,8 @@ static int open_fabric(struct ibft_conn *c, const struct ibft_conn_opts *o)
 	int ret;
 
 	cq_attr.wait_obj = o->wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
+	if (o->tagged)
+		cq_attr.format = FI_CQ_FORMAT_TAGGED;
 	ret = fi_fabric(c->info->fabric_attr, &c->fabric, NULL);
 	if (!ret)
 		ret = fi_eq_open(c->fabric, &eq_attr, &c->eq, NULL);
@@ -85,6 +87,8 @@ static struct fi_info *getinfo(const struct ibft_conn_opts *o)
 		hints->rx_attr->size = o->rx_size;
 	if (o->shared_rx)
 		hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	if (o->tagged)
+		hints->caps = FI_MSG | FI_TAGGED;
 	if (ibft_opts.server)
 		ret = fi_getinfo(IBFT_VERSION, ibft_opts.src, ibft_opts.port,
 				 FI_SOURCE, hints, &info);

@@ -299,3 +299,35 @@ Test(info, messaging_alone_needs_local_registration_only)
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED;
 	refused(h, "FI_MR_PROV_KEY");
 }
+
+Test(info, tagged_only_when_asked_and_then_eager_sized)
+{
+	struct fi_info *h = msg_hints();
+
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->caps & FI_TAGGED, 0, "FI_TAGGED changes the endpoint");
+	fi_freeinfo(h);
+
+	fi_freeinfo(tmpl);
+	setup();
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), NULL);
+	cr_assert_eq(tmpl->caps & FI_TAGGED, 0, "not even with no hints");
+
+	fi_freeinfo(tmpl);
+	setup();
+	h = msg_hints();
+	h->caps = FI_MSG | FI_TAGGED;
+	cr_assert_eq(match(h), 0, "%s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert(tmpl->caps & FI_TAGGED);
+	cr_assert_eq(tmpl->ep_attr->max_msg_size, ibf_params.eager_size);
+	cr_assert_eq(tmpl->caps & FI_MULTI_RECV, 0);
+	fi_freeinfo(h);
+
+	fi_freeinfo(tmpl);
+	setup();
+	h = msg_hints();
+	h->caps = FI_MSG | FI_TAGGED;
+	h->ep_attr->max_msg_size = ibf_params.eager_size + 1;
+	refused(h, "FI_IBFAB_EAGER_SIZE");
+}

@@ -64,13 +64,14 @@ struct ibf_params {
 	int link_local;		/* list IPv6 link-local addresses too */
 	int cm_timeout_ms;
 	int min_rnr_timer;	/* IB encoding, 1..31 */
+	size_t eager_size;	/* tagged mode: largest message */
 };
 extern struct ibf_params ibf_params;
 void ibf_params_define(void);
 void ibf_params_load(void);
 
 /* Capabilities of an FI_EP_MSG endpoint. */
-#define IBF_MSG_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_RECV | \
+#define IBF_MSG_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_SEND | FI_RECV | \
 			      FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define IBF_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define IBF_MSG_SECONDARY_CAPS (IBF_DOMAIN_CAPS | FI_MULTI_RECV)
@@ -90,6 +91,14 @@ void ibf_params_load(void);
 #define IBF_RX_MODE (FI_RX_CQ_DATA)
 #define IBF_CQ_DATA_SIZE 4
 #define IBF_MR_KEY_SIZE 4
+/* Tagged mode: each message carries this before its payload. */
+struct ibf_tag_hdr {
+	uint64_t tag;
+	uint32_t data;
+	uint32_t flags;		/* IBF_HDR_* */
+};
+#define IBF_HDR_TAGGED 1
+#define IBF_HDR_DATA 2
 
 /* What discovery learns about one usable (device, port, address). */
 struct ibf_dev_limits {
@@ -245,15 +254,28 @@ static inline int ibf_threading_needs_lock(enum fi_threading threading)
  */
 struct ibf_ring;
 struct ibf_srx;
+struct ibf_ep;
+enum ibf_op_kind {
+	IBF_OP_RING,		/* an endpoint's send or receive queue */
+	IBF_OP_SRX,		/* a shared receive context's slot */
+	IBF_OP_BOUNCE,		/* tagged mode: an eager receive buffer */
+	IBF_OP_URECV,		/* tagged mode: an application's receive */
+};
 struct ibf_op {
 	void *context;
 	uint64_t flags;		/* FI_SEND | FI_MSG, FI_RMA | FI_WRITE, ... */
 	size_t len;
 	void *buf;
-	struct ibf_ring *ring;	/* an endpoint's queue, or NULL: */
-	struct ibf_srx *srx;	/* a shared receive context's slot */
+	struct ibf_ring *ring;	/* IBF_OP_RING */
+	struct ibf_srx *srx;	/* IBF_OP_SRX */
+	struct ibf_ep *ep;	/* IBF_OP_BOUNCE, IBF_OP_URECV */
+	int kind;		/* enum ibf_op_kind */
 	int user_comp;		/* the caller asked for a completion */
 	uint32_t lkey;		/* FI_MULTI_RECV: to post the rest again */
+	/* What a soft completion reports beyond the above (tagged mode). */
+	uint64_t data, tag;
+	size_t olen;
+	int err;
 };
 
 struct ibf_ring {
@@ -286,13 +308,18 @@ static inline void ibf_ring_retire(struct ibf_op *op)
  */
 void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op);
 
+/* Tagged mode (ibf_tagged.c): a slot whose completion has been read. */
+void ibf_tagged_release(struct ibf_op *op);
+
 /* The completion of op has been read: its slot may be reused. */
 static inline void ibf_op_release(struct ibf_op *op)
 {
-	if (likely(op->ring))
+	if (likely(op->kind == IBF_OP_RING))
 		ibf_ring_retire(op);
-	else
+	else if (op->kind == IBF_OP_SRX)
 		ibf_srx_put(op->srx, op);
+	else
+		ibf_tagged_release(op);
 }
 
 /* ---- completion queue ---- */
@@ -317,7 +344,21 @@ struct ibf_cq {
 	int cqe;		/* entries the ibv_cq holds */
 	int cqe_used;		/* queue slots of the endpoints using it */
 	int ref;		/* endpoints bound */
+	/*
+	 * Completions the provider makes itself (tagged mode: a receive that
+	 * found its message already there, or a message matched on arrival).
+	 * Each is a slot that stays taken until read, so the ring is sized by
+	 * the slots of the endpoints that may use it.
+	 */
+	struct ibf_op **soft;
+	uint32_t soft_head, soft_tail, soft_size, soft_used;
 };
+
+/* Tagged mode: room for n more soft completions; queue one (lock held). */
+int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n);
+void ibf_cq_soft_unreserve(struct ibf_cq *cq, uint32_t n);
+void ibf_cq_soft_push_locked(struct ibf_cq *cq, struct ibf_op *op);
+void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op);
 
 /* What a successful verbs completion of op reports to the application. */
 void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
@@ -328,7 +369,7 @@ int ibf_cq_reserve(struct ibf_cq *cq, int entries);
 void ibf_cq_unreserve(struct ibf_cq *cq, int entries);
 /* Take every completion of a closing endpoint's QP out of the CQ. */
 void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
-		     struct ibf_ring *r2);
+		     struct ibf_ring *r2, struct ibf_ep *ep);
 int ibf_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq, void *context);
 
@@ -461,7 +502,28 @@ struct ibf_ep {
 	uint64_t rx_op_flags;
 	int rx_selective;
 	size_t min_multi_recv;	/* FI_OPT_MIN_MULTI_RECV */
+	int tag_mode;			/* opened with FI_TAGGED */
+	struct ibf_tagged *tagged;	/* its state, from fi_enable */
 };
+
+/*
+ * Tagged mode (ibf_tagged.c).  An endpoint opened with FI_TAGGED frames
+ * every message with a header (tag, data) and receives into eager buffers
+ * of its own, so messages can wait for a matching receive.
+ */
+struct ibf_tagged;
+int ibf_tagged_init(struct ibf_ep *ep);
+void ibf_tagged_fini(struct ibf_ep *ep);
+int ibf_tagged_post_bounces(struct ibf_ep *ep);
+/* A bounce buffer's verbs completion, in the CQ (its lock held). */
+void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *op,
+			  const struct ibv_wc *wc);
+/* Bounces still posted: what closing must wait to see flushed. */
+int ibf_tagged_outstanding(struct ibf_ep *ep);
+/* A flushed bounce of a closing endpoint: forget it. */
+void ibf_tagged_drop(struct ibf_op *op);
+extern struct fi_ops_msg ibf_tagged_msg_ops;
+extern struct fi_ops_tagged ibf_tagged_ops;
 
 /*
  * A multi-receive buffer has one verbs receive posted at a time, over its
@@ -538,6 +600,7 @@ struct ibf_tx {
 	uint64_t cq_flags;	/* what its completion reports */
 	void *context;
 	int comp;		/* the caller wants a completion */
+	uint64_t tag;		/* tagged mode */
 };
 
 /* ibf_post.h has the posting helpers, inline for the msg and rma calls. */

@@ -42,6 +42,16 @@ static inline ssize_t ibf_fill_sge(struct ibv_sge *sge, const struct iovec *iov,
 	return 0;
 }
 
+/* Called with tx_lock held: does this send get IBV_SEND_SIGNALED? */
+static inline int ibf_tx_signal(struct ibf_ep *ep, int comp)
+{
+	if (comp || ++ep->tx_unsignalled >= ep->tx_signal_every) {
+		ep->tx_unsignalled = 0;
+		return IBV_SEND_SIGNALED;
+	}
+	return 0;
+}
+
 static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 {
 	struct ibv_sge sge[IBF_MAX_SGE];
@@ -89,10 +99,7 @@ static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 	op->len = len;
 	op->buf = NULL;
 	op->user_comp = tx->comp;
-	if (tx->comp || ++ep->tx_unsignalled >= ep->tx_signal_every) {
-		wr.send_flags |= IBV_SEND_SIGNALED;
-		ep->tx_unsignalled = 0;
-	}
+	wr.send_flags |= ibf_tx_signal(ep, tx->comp);
 	wr.wr_id = (uintptr_t)op;
 	ret = ibv_post_send(ep->id->qp, &wr, &bad);
 	if (likely(!ret))

@@ -60,28 +60,108 @@ void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
 	}
 }
 
+/* One entry in the CQ's format; the fields beyond it are not written. */
+static void ibf_cq_write(const struct ibf_cq *cq, void *entry, void *context,
+			 uint64_t flags, size_t len, void *buf, uint64_t data,
+			 uint64_t tag)
+{
+	struct fi_cq_tagged_entry *e = entry;
+
+	e->op_context = context;
+	if (cq->format == FI_CQ_FORMAT_CONTEXT)
+		return;
+	e->flags = flags;
+	e->len = len;
+	if (cq->format == FI_CQ_FORMAT_MSG)
+		return;
+	e->buf = buf;
+	e->data = data;
+	if (cq->format == FI_CQ_FORMAT_TAGGED)
+		e->tag = tag;
+}
+
 /* clear: flags the completion does not report (a multi-receive not yet
  * released). */
 static void ibf_cq_fill(const struct ibf_cq *cq, void *entry,
 			const struct ibv_wc *wc, const struct ibf_op *op,
 			uint64_t clear)
 {
-	struct fi_cq_tagged_entry *e = entry;
 	uint64_t flags, data;
 	size_t len;
 
-	e->op_context = op->context;
-	if (cq->format == FI_CQ_FORMAT_CONTEXT)
-		return;
 	ibf_wc_result(wc, op, &flags, &len, &data);
-	e->flags = flags & ~clear;
-	e->len = len;
-	if (cq->format == FI_CQ_FORMAT_MSG)
-		return;
-	e->buf = (flags & FI_RECV) ? op->buf : NULL;
-	e->data = data;
-	if (cq->format == FI_CQ_FORMAT_TAGGED)
-		e->tag = 0;
+	ibf_cq_write(cq, entry, op->context, flags & ~clear, len,
+		     (flags & FI_RECV) ? op->buf : NULL, data, 0);
+}
+
+/* ---- soft completions (tagged mode) ---- */
+
+int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n)
+{
+	uint32_t size, i, count;
+	struct ibf_op **ring;
+	int ret = 0;
+
+	ibf_lock_acquire(&cq->lock);
+	if (cq->soft_used + n > cq->soft_size) {
+		for (size = cq->soft_size ? cq->soft_size : 64;
+		     size < cq->soft_used + n; size *= 2)
+			;
+		ring = calloc(size, sizeof(*ring));
+		if (!ring) {
+			ret = -FI_ENOMEM;
+			goto out;
+		}
+		count = cq->soft_tail - cq->soft_head;
+		for (i = 0; i < count; i++)
+			ring[i] = cq->soft[(cq->soft_head + i) & (cq->soft_size - 1)];
+		free(cq->soft);
+		cq->soft = ring;
+		cq->soft_size = size;
+		cq->soft_head = 0;
+		cq->soft_tail = count;
+	}
+	cq->soft_used += n;
+out:
+	ibf_lock_release(&cq->lock);
+	return ret;
+}
+
+void ibf_cq_soft_unreserve(struct ibf_cq *cq, uint32_t n)
+{
+	ibf_lock_acquire(&cq->lock);
+	cq->soft_used -= n;
+	ibf_lock_release(&cq->lock);
+}
+
+/* Reservations make room certain: one slot per record that can be queued. */
+void ibf_cq_soft_push_locked(struct ibf_cq *cq, struct ibf_op *op)
+{
+	cq->soft[cq->soft_tail++ & (cq->soft_size - 1)] = op;
+}
+
+void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op)
+{
+	ibf_lock_acquire(&cq->lock);
+	ibf_cq_soft_push_locked(cq, op);
+	ibf_lock_release(&cq->lock);
+	/* A waiter blocked on the channel would not see it otherwise. */
+	if (cq->channel)
+		ibf_waitfd_raise(&cq->wait);
+}
+
+/* Take the ops of one endpoint out of the soft ring (it is closing). */
+static void ibf_cq_soft_purge(struct ibf_cq *cq, struct ibf_ep *ep)
+{
+	uint32_t i, kept = cq->soft_head;
+
+	for (i = cq->soft_head; i != cq->soft_tail; i++) {
+		struct ibf_op *op = cq->soft[i & (cq->soft_size - 1)];
+
+		if (op->ep != ep)
+			cq->soft[kept++ & (cq->soft_size - 1)] = op;
+	}
+	cq->soft_tail = kept;
 }
 
 /* Called with cq->lock held.  Returns completions written, or -FI_E*. */
@@ -94,6 +174,19 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 	int polled;
 
 	while (n < count && !cq->has_err) {
+		if (unlikely(cq->soft_head != cq->soft_tail)) {
+			op = cq->soft[cq->soft_head & (cq->soft_size - 1)];
+			if (op->err) {
+				cq->has_err = 2;	/* a soft error, at soft_head */
+				break;
+			}
+			cq->soft_head++;
+			ibf_cq_write(cq, (char *)buf + n * cq->entry_size, op->context,
+				     op->flags, op->len, op->buf, op->data, op->tag);
+			n++;
+			ibf_op_release(op);
+			continue;
+		}
 		if (cq->wc_next == cq->wc_count) {
 			polled = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, cq->wc);
 			if (polled <= 0)
@@ -103,6 +196,12 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 		}
 		wc = &cq->wc[cq->wc_next];
 		op = (struct ibf_op *)(uintptr_t)wc->wr_id;
+		if (unlikely(op->kind == IBF_OP_BOUNCE)) {
+			/* Tagged mode: match, queue a soft completion or keep. */
+			cq->wc_next++;
+			ibf_tagged_on_bounce(cq, op, wc);
+			continue;
+		}
 		if (unlikely(wc->status != IBV_WC_SUCCESS)) {
 			cq->has_err = 1;	/* fi_cq_readerr takes it */
 			break;
@@ -164,13 +263,28 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 		ibf_lock_release(&cq->lock);
 		return -FI_EAGAIN;
 	}
-	wc = &cq->wc[cq->wc_next++];
-	op = (struct ibf_op *)(uintptr_t)wc->wr_id;
 	/* err_data is the caller's (API >= 1.5) or ours; we have none. */
 	err_data = err->err_data;
 	memset(err, 0, sizeof(*err));
 	err->err_data = err_data;
 	err->err_data_size = 0;
+	if (cq->has_err == 2) {
+		op = cq->soft[cq->soft_head++ & (cq->soft_size - 1)];
+		err->op_context = op->context;
+		err->flags = op->flags;
+		err->len = op->len;
+		err->buf = op->buf;
+		err->data = op->data;
+		err->tag = op->tag;
+		err->olen = op->olen;
+		err->err = op->err;
+		cq->has_err = 0;
+		ibf_op_release(op);
+		ibf_lock_release(&cq->lock);
+		return 1;
+	}
+	wc = &cq->wc[cq->wc_next++];
+	op = (struct ibf_op *)(uintptr_t)wc->wr_id;
 	err->op_context = op->context;
 	err->flags = op->flags;
 	err->len = op->len;
@@ -233,7 +347,8 @@ int ibf_cq_trywait(struct ibf_cq *cq)
 	ibf_lock_acquire(&cq->lock);
 	ibf_cq_take_events(cq);
 	ret = ibf_cq_arm(cq);
-	if (!ret && (cq->has_err || cq->wc_next < cq->wc_count))
+	if (!ret && (cq->has_err || cq->wc_next < cq->wc_count ||
+		     cq->soft_head != cq->soft_tail))
 		ret = -FI_EAGAIN;
 	if (!ret) {
 		/* Armed: anything polled now would not raise an event. */
@@ -275,8 +390,9 @@ static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
 		ret = ibf_waitfd_wait(&cq->wait, wait_ms);
 		if (ret < 0)
 			return ret;
-		if (ibf_waitfd_lower(&cq->wait))	/* fi_cq_signal */
-			return -FI_EAGAIN;
+		/* fi_cq_signal, or a completion made by the provider. */
+		if (ibf_waitfd_lower(&cq->wait))
+			return ibf_cq_read(cq_fid, buf, count);
 		if (ret == 0 && timeout >= 0 && !ibf_ms_left(&deadline))
 			return ibf_cq_read(cq_fid, buf, count);
 	}
@@ -324,6 +440,7 @@ static int ibf_cq_control(struct fid *fid, int command, void *arg)
 static void ibf_cq_destroy(struct ibf_cq *cq)
 {
 	free(cq->wc);
+	free(cq->soft);
 	if (cq->cq)
 		ibv_destroy_cq(cq->cq);
 	if (cq->channel)
@@ -434,6 +551,15 @@ static int ibf_cq_park(struct ibf_cq *cq, const struct ibv_wc *wc)
 	return 0;
 }
 
+/* A completion of a closing endpoint's QP, never to be reported. */
+static void ibf_cq_drop(struct ibf_op *op)
+{
+	if (op->kind == IBF_OP_BOUNCE)
+		ibf_tagged_drop(op);
+	else
+		ibf_op_release(op);
+}
+
 static int ibf_ring_empty(struct ibf_ring *r)
 {
 	return !r || r->head == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
@@ -448,7 +574,7 @@ static int ibf_ring_empty(struct ibf_ring *r)
  * with the rings empty, or after a second if the device never flushes.
  */
 void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
-		     struct ibf_ring *r2)
+		     struct ibf_ring *r2, struct ibf_ep *ep)
 {
 	struct ibv_wc wc[IBF_CQ_BATCH];
 	struct timespec start, now;
@@ -457,18 +583,21 @@ void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
 	ibf_lock_acquire(&cq->lock);
 	for (i = kept = cq->wc_next; i < cq->wc_count; i++) {
 		if (cq->wc[i].qp_num == qp_num)
-			ibf_op_release((struct ibf_op *)(uintptr_t)cq->wc[i].wr_id);
+			ibf_cq_drop((struct ibf_op *)(uintptr_t)cq->wc[i].wr_id);
 		else
 			cq->wc[kept++] = cq->wc[i];
 	}
+	if (ep && cq->soft)
+		ibf_cq_soft_purge(cq, ep);
 	cq->wc_count = kept;
 	cq->has_err = 0;	/* the next poll finds a kept error again */
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (!ibf_ring_empty(r1) || !ibf_ring_empty(r2)) {
+	while (!ibf_ring_empty(r1) || !ibf_ring_empty(r2) ||
+	       (ep && ep->tagged && ibf_tagged_outstanding(ep))) {
 		n = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, wc);
 		for (i = 0; i < n; i++) {
 			if (wc[i].qp_num == qp_num)
-				ibf_op_release((struct ibf_op *)(uintptr_t)wc[i].wr_id);
+				ibf_cq_drop((struct ibf_op *)(uintptr_t)wc[i].wr_id);
 			else if (ibf_cq_park(cq, &wc[i]))
 				IBF_WARN(FI_LOG_CQ, "no memory to keep a completion "
 					 "while closing an endpoint: it is lost\n");

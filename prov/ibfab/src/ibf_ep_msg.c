@@ -56,8 +56,10 @@ static int ibf_ring_init(struct ibf_ring *r, uint32_t size)
 		return -FI_ENOMEM;
 	r->size = size;
 	r->head = r->tail = 0;
-	for (i = 0; i < size; i++)
+	for (i = 0; i < size; i++) {
 		r->ops[i].ring = r;
+		r->ops[i].kind = IBF_OP_RING;
+	}
 	return 0;
 }
 
@@ -78,12 +80,18 @@ int ibf_ep_create_qp(struct ibf_ep *ep)
 	attr.cap.max_recv_sge = ep->rx_iov_limit;
 	attr.cap.max_inline_data = ep->inject_size;
 	attr.sq_sig_all = 0;	/* we choose which sends complete */
+	if (ep->tagged)
+		attr.cap.max_recv_sge = 1;	/* bounces: one buffer each */
 	if (rdma_create_qp(ep->id, ep->domain->pd, &attr)) {
 		ret = ibf_errno_to_fi(errno);
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_create_qp (send %u, recv %u, sge "
 			 "%zu/%zu, inline %zu): %s\n", ep->tx.size, ep->rx.size,
 			 ep->tx_iov_limit, ep->rx_iov_limit, ep->inject_size,
 			 fi_strerror(-ret));
+		return ret;
+	}
+	if (ep->tagged && (ret = ibf_tagged_post_bounces(ep))) {
+		rdma_destroy_qp(ep->id);
 		return ret;
 	}
 	return 0;
@@ -129,14 +137,19 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 	ret = ibf_ep_reserve_cqs(ep);
 	if (ret)
 		return ret;
+	if (ep->tag_mode && (ret = ibf_tagged_init(ep)))
+		goto unreserve;
 	/* Without an address yet, the QP waits for fi_connect's resolution. */
-	if (ep->id->verbs && (ret = ibf_ep_create_qp(ep))) {
-		ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
-		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ibf_ep_rx_depth(ep));
-		return ret;
-	}
+	if (ep->id->verbs && (ret = ibf_ep_create_qp(ep)))
+		goto untag;
 	ep->enabled = 1;
 	return 0;
+untag:
+	ibf_tagged_fini(ep);
+unreserve:
+	ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
+	ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ibf_ep_rx_depth(ep));
+	return ret;
 }
 
 static int ibf_ep_bind_cq(struct ibf_ep *ep, struct ibf_cq *cq, uint64_t flags)
@@ -187,7 +200,7 @@ static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		ibf_ref_get(&ep->eq->ref);
 		return 0;
 	case FI_CLASS_SRX_CTX:
-		if (ep->srx)
+		if (ep->srx || ep->tag_mode)
 			return -FI_EINVAL;
 		ep->srx = container_of(bfid, struct ibf_srx, ep_fid.fid);
 		if (ep->srx->domain != ep->domain) {
@@ -245,15 +258,16 @@ static void ibf_ep_flush(struct ibf_ep *ep)
 	struct ibf_cq *rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
 	uint32_t qp_num = ep->id->qp->qp_num;
 
-	/* An SRQ's receives stay posted; only those already taken drain. */
-	struct ibf_ring *rx = ep->srx ? NULL : &ep->rx;
+	/* An SRQ's receives stay posted; only those already taken drain.
+	 * Tagged mode's receives are its bounces, counted apart. */
+	struct ibf_ring *rx = ep->srx || ep->tagged ? NULL : &ep->rx;
 
 	ibv_modify_qp(ep->id->qp, &attr, IBV_QP_STATE);
 	if (scq == rcq) {
-		ibf_cq_drain_qp(scq, qp_num, &ep->tx, rx);
+		ibf_cq_drain_qp(scq, qp_num, &ep->tx, rx, ep);
 	} else {
-		ibf_cq_drain_qp(scq, qp_num, &ep->tx, NULL);
-		ibf_cq_drain_qp(rcq, qp_num, rx, NULL);
+		ibf_cq_drain_qp(scq, qp_num, &ep->tx, NULL, NULL);
+		ibf_cq_drain_qp(rcq, qp_num, rx, NULL, ep);
 	}
 }
 
@@ -267,12 +281,16 @@ static int ibf_ep_close(struct fid *fid)
 			rdma_disconnect(ep->id);
 		ibf_ep_flush(ep);
 		/* A device that never flushed may still write into the rings. */
-		leak = ep->tx.head != ep->tx.tail || ep->rx.head != ep->rx.tail;
+		leak = ep->tx.head != ep->tx.tail ||
+		       (!ep->tagged && !ep->srx && ep->rx.head != ep->rx.tail) ||
+		       (ep->tagged && ibf_tagged_outstanding(ep));
 		rdma_destroy_qp(ep->id);
 	}
 	if (ep->enabled) {
 		ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
 		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ibf_ep_rx_depth(ep));
+		if (!leak)
+			ibf_tagged_fini(ep);
 	}
 	if (ep->id)
 		rdma_destroy_id(ep->id);
@@ -488,6 +506,12 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ep->ep_fid.msg = &ibf_msg_ops;
 	ep->ep_fid.rma = &ibf_rma_ops;
 	ep->ep_fid.tagged = &ibf_no_tagged_ops;
+	if (info->caps & FI_TAGGED) {
+		/* Messages framed, received into bounces: see ibf_tagged.c. */
+		ep->tag_mode = 1;	/* its state is set up at fi_enable */
+		ep->ep_fid.msg = &ibf_tagged_msg_ops;
+		ep->ep_fid.tagged = &ibf_tagged_ops;
+	}
 	ibf_ref_get(&dom->ref);
 	*ep_fid = &ep->ep_fid;
 	return 0;

@@ -16,9 +16,9 @@
 
 #include "ibf.h"
 
-#define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE | \
-		     IBF_DOMAIN_CAPS)
-#define IBF_RX_CAPS (FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | \
+#define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_SEND | FI_READ | \
+		     FI_WRITE | IBF_DOMAIN_CAPS)
+#define IBF_RX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_RECV | FI_REMOTE_READ | \
 		     FI_REMOTE_WRITE | IBF_MSG_SECONDARY_CAPS)
 
 struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
@@ -284,6 +284,12 @@ int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
 	if (hints->ep_attr &&
 	    (ret = ibf_match_ep(tmpl, hints->ep_attr, why, why_len)))
 		return ret;
+	if ((hints->caps & FI_TAGGED) && hints->ep_attr &&
+	    hints->ep_attr->max_msg_size > ibf_params.eager_size)
+		return ibf_nomatch(why, why_len, "max_msg_size %zu with FI_TAGGED: "
+			    "tagged FI_EP_MSG endpoints carry at most "
+			    "FI_IBFAB_EAGER_SIZE (%zu) bytes",
+			    hints->ep_attr->max_msg_size, ibf_params.eager_size);
 	if (hints->domain_attr &&
 	    (ret = ibf_match_domain(tmpl, version, hints, why, why_len)))
 		return ret;
@@ -316,6 +322,26 @@ static uint64_t ibf_narrow_caps(uint64_t offered, uint64_t asked)
 	return (asked & offered) | (offered & IBF_MSG_SECONDARY_CAPS);
 }
 
+/*
+ * FI_TAGGED changes how an endpoint works (ibf_tagged.c), so it is offered
+ * only to those who ask; they get its message size limit with it.
+ */
+static void ibf_narrow_tagged(struct fi_info *info, const struct fi_info *hints)
+{
+	if (!hints || !(hints->caps & FI_TAGGED)) {
+		info->caps &= ~FI_TAGGED;
+		info->tx_attr->caps &= ~FI_TAGGED;
+		info->rx_attr->caps &= ~FI_TAGGED;
+		return;
+	}
+	info->caps &= ~FI_MULTI_RECV;
+	info->rx_attr->caps &= ~FI_MULTI_RECV;
+	info->ep_attr->max_msg_size = ibf_params.eager_size;
+	info->ep_attr->max_order_raw_size = 0;
+	info->ep_attr->max_order_waw_size = 0;
+	info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;	/* FI_TAG_GENERIC */
+}
+
 /* Turn a matched template into the answer: maxima become chosen values. */
 int ibf_info_narrow(struct fi_info *info, uint32_t version,
 		    const struct fi_info *hints)
@@ -334,6 +360,7 @@ int ibf_info_narrow(struct fi_info *info, uint32_t version,
 				 ibf_params.rx_iov_limit, rx->iov_limit);
 	tx->inject_size = ibf_pick(htx ? htx->inject_size : 0,
 				   ibf_params.inline_size, tx->inject_size);
+	ibf_narrow_tagged(info, hints);
 	if (!hints)
 		return 0;
 

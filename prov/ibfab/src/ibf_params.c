@@ -22,6 +22,7 @@ static const struct ibf_params ibf_params_default = {
 	.link_local = 0,
 	.cm_timeout_ms = 2000,
 	.min_rnr_timer = 8,
+	.eager_size = 8192,
 };
 
 struct ibf_size_param {
@@ -42,6 +43,9 @@ static struct ibf_size_param ibf_size_params[] = {
 	  "Default iov limit of a receive (default: 4)" },
 	{ "inline_size", &ibf_params.inline_size, 0, 1 << 16,
 	  "Largest inject in bytes, sent inline; 0 means the device's limit (default: 0)" },
+	{ "eager_size", &ibf_params.eager_size, 64, 1 << 20,
+	  "Largest message of an FI_EP_MSG endpoint opened with FI_TAGGED, "
+	  "which receives into buffers of its own (default: 8192)" },
 	{ "cq_size", &ibf_params.cq_size, 1, 1 << 22,
 	  "Default completion queue size; it grows as endpoints are bound, within the device's limit (default: 1024)" },
 };

@@ -200,6 +200,7 @@ int ibf_srx_open(struct fid_domain *domain_fid, struct fi_rx_attr *attr,
 	}
 	for (i = 0; i < size; i++) {
 		srx->ops[i].srx = srx;
+		srx->ops[i].kind = IBF_OP_SRX;
 		srx->free[i] = (uint32_t)(size - 1 - i);
 	}
 	srx->nfree = (uint32_t)size;

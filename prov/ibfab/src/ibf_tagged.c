@@ -1,0 +1,654 @@
+/*
+ * Tagged mode of FI_EP_MSG endpoints (opened with FI_TAGGED).
+ *
+ * RC delivers a message into whatever receive is posted next, so tags
+ * cannot be matched by the device.  In tagged mode every message, tagged or
+ * not, travels as [struct ibf_tag_hdr][payload] and lands in a bounce
+ * buffer of the endpoint's own; software matches it against the posted
+ * receives, in posting order, and copies it out.  A message nobody has
+ * asked for yet stays in its bounce (unexpected) until a receive matches
+ * it; a peer that sends more than there are bounces waits (RNR).  Messages
+ * are at most FI_IBFAB_EAGER_SIZE bytes, as max_msg_size says.
+ *
+ * Completions of matched receives are made here, not by the device: they
+ * go to the CQ's soft ring, the receive's slot staying taken until read.
+ *
+ * Locking: ep->rx_lock guards the lists and the free receive slots; the CQ
+ * calls in with its own lock held and takes rx_lock inside it; posting
+ * takes rx_lock, drops it, then the CQ's lock: never the other way round.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf_post.h"
+
+#define IBF_TAGGED_IOV 4
+
+struct ibf_urecv {		/* beside its ibf_op */
+	struct iovec iov[IBF_TAGGED_IOV];
+	size_t count;
+	uint64_t ignore;
+	int tagged;
+	int next;
+};
+
+struct ibf_list {		/* of slot indices, -1 terminated */
+	int head, tail;
+};
+
+struct ibf_tagged {
+	struct ibf_ep *ep;
+	struct ibf_cq *rcq;	/* where receives complete */
+	size_t slot;		/* header + eager payload */
+	/* Bounces: the receive buffers the device fills. */
+	uint32_t nbounce;
+	uint8_t *rx_mem;
+	struct ibv_mr *rx_mr;
+	struct ibf_op *bounce;
+	int *bounce_next;
+	int posted;		/* bounces in the RQ; atomic */
+	/* One send buffer per send queue slot. */
+	uint8_t *tx_mem;
+	struct ibv_mr *tx_mr;
+	/* The application's receives. */
+	uint32_t nurecv;
+	struct ibf_op *urecv;
+	struct ibf_urecv *ext;
+	int free_head;
+	struct ibf_list msgs, tags, unexpected;
+	int reserved;		/* soft ring room taken in rcq */
+};
+
+static uint8_t *ibf_bounce_mem(struct ibf_tagged *t, struct ibf_op *b)
+{
+	return t->rx_mem + (size_t)(b - t->bounce) * t->slot;
+}
+
+static void ibf_list_append(struct ibf_list *l, int *next, int i)
+{
+	next[i] = -1;
+	if (l->tail < 0)
+		l->head = i;
+	else
+		next[l->tail] = i;
+	l->tail = i;
+}
+
+static void ibf_list_unlink(struct ibf_list *l, int *next, int prev, int i)
+{
+	if (prev < 0)
+		l->head = next[i];
+	else
+		next[prev] = next[i];
+	if (l->tail == i)
+		l->tail = prev;
+}
+
+static int ibf_tag_match(uint64_t want, uint64_t ignore, uint64_t got)
+{
+	return ((want ^ got) & ~ignore) == 0;
+}
+
+/* Called with rx_lock held: the first posted receive for hdr, unlinked. */
+static int ibf_match_posted(struct ibf_tagged *t, const struct ibf_tag_hdr *hdr)
+{
+	struct ibf_list *l = (hdr->flags & IBF_HDR_TAGGED) ? &t->tags : &t->msgs;
+	int i, prev = -1;
+
+	for (i = l->head; i >= 0; prev = i, i = t->ext[i].next) {
+		if (!(hdr->flags & IBF_HDR_TAGGED) ||
+		    ibf_tag_match(t->urecv[i].tag, t->ext[i].ignore, hdr->tag)) {
+			if (prev < 0)
+				l->head = t->ext[i].next;
+			else
+				t->ext[prev].next = t->ext[i].next;
+			if (l->tail == i)
+				l->tail = prev;
+			return i;
+		}
+	}
+	return -1;
+}
+
+/* Called with rx_lock held: the first unexpected message for receive r. */
+static int ibf_match_unexpected(struct ibf_tagged *t, int r)
+{
+	int i, prev = -1;
+
+	for (i = t->unexpected.head; i >= 0; prev = i, i = t->bounce_next[i]) {
+		const struct ibf_tag_hdr *hdr = (const void *)ibf_bounce_mem(t, &t->bounce[i]);
+
+		if (!!(hdr->flags & IBF_HDR_TAGGED) != t->ext[r].tagged)
+			continue;
+		if (t->ext[r].tagged &&
+		    !ibf_tag_match(t->urecv[r].tag, t->ext[r].ignore, hdr->tag))
+			continue;
+		ibf_list_unlink(&t->unexpected, t->bounce_next, prev, i);
+		return i;
+	}
+	return -1;
+}
+
+static int ibf_bounce_post(struct ibf_tagged *t, struct ibf_op *b)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)ibf_bounce_mem(t, b),
+		.length = (uint32_t)t->slot,
+		.lkey = t->rx_mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)b, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+	int ret;
+
+	__atomic_add_fetch(&t->posted, 1, __ATOMIC_RELAXED);
+	ret = ibv_post_recv(t->ep->id->qp, &wr, &bad);
+	if (ret) {
+		__atomic_sub_fetch(&t->posted, 1, __ATOMIC_RELAXED);
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot post a receive "
+			       "buffer again: %s\n", strerror(ret));
+	}
+	return ret;
+}
+
+/* Copy a message from its bounce into receive r, and say what happened. */
+static void ibf_deliver(struct ibf_tagged *t, int r, struct ibf_op *b)
+{
+	const uint8_t *mem = ibf_bounce_mem(t, b);
+	const struct ibf_tag_hdr *hdr = (const void *)mem;
+	struct ibf_urecv *x = &t->ext[r];
+	struct ibf_op *op = &t->urecv[r];
+	size_t plen = b->len - sizeof(*hdr), done = 0, i, n;
+
+	for (i = 0; i < x->count && done < plen; i++) {
+		n = IBF_MIN(x->iov[i].iov_len, plen - done);
+		memcpy(x->iov[i].iov_base, mem + sizeof(*hdr) + done, n);
+		done += n;
+	}
+	op->flags = FI_RECV | ((hdr->flags & IBF_HDR_TAGGED) ? FI_TAGGED : FI_MSG) |
+		    ((hdr->flags & IBF_HDR_DATA) ? FI_REMOTE_CQ_DATA : 0);
+	op->len = done;
+	op->buf = x->count ? x->iov[0].iov_base : NULL;
+	op->data = hdr->data;
+	op->tag = hdr->tag;
+	op->olen = plen - done;
+	op->err = plen > done ? FI_ETRUNC : 0;
+}
+
+void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
+			  const struct ibv_wc *wc)
+{
+	struct ibf_tagged *t = b->ep->tagged;
+	int r;
+
+	__atomic_sub_fetch(&t->posted, 1, __ATOMIC_RELAXED);
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (wc->status != IBV_WC_WR_FLUSH_ERR)
+			ibf_bounce_post(t, b);	/* a bad message: drop it */
+		return;
+	}
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		/* A writedata: its completion holds the bounce until read. */
+		b->context = NULL;
+		b->flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+		b->len = 0;
+		b->buf = NULL;
+		b->data = ntohl(wc->imm_data);
+		b->tag = 0;
+		b->err = 0;
+		ibf_cq_soft_push_locked(cq, b);
+		return;
+	}
+	b->len = wc->byte_len;
+	if (b->len < sizeof(struct ibf_tag_hdr)) {
+		ibf_bounce_post(t, b);	/* not one of ours: drop it */
+		return;
+	}
+	ibf_lock_acquire(&t->ep->rx_lock);
+	r = ibf_match_posted(t, (const void *)ibf_bounce_mem(t, b));
+	if (r < 0)
+		ibf_list_append(&t->unexpected, t->bounce_next, (int)(b - t->bounce));
+	ibf_lock_release(&t->ep->rx_lock);
+	if (r < 0)
+		return;
+	ibf_deliver(t, r, b);
+	ibf_bounce_post(t, b);
+	ibf_cq_soft_push_locked(cq, &t->urecv[r]);
+}
+
+void ibf_tagged_release(struct ibf_op *op)
+{
+	struct ibf_tagged *t = op->ep->tagged;
+	int i;
+
+	if (op->kind == IBF_OP_BOUNCE) {
+		ibf_bounce_post(t, op);
+		return;
+	}
+	i = (int)(op - t->urecv);
+	ibf_lock_acquire(&t->ep->rx_lock);
+	t->ext[i].next = t->free_head;
+	t->free_head = i;
+	ibf_lock_release(&t->ep->rx_lock);
+}
+
+void ibf_tagged_drop(struct ibf_op *op)
+{
+	__atomic_sub_fetch(&op->ep->tagged->posted, 1, __ATOMIC_RELAXED);
+}
+
+int ibf_tagged_outstanding(struct ibf_ep *ep)
+{
+	return ep->tagged ? __atomic_load_n(&ep->tagged->posted, __ATOMIC_RELAXED) : 0;
+}
+
+static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
+			       size_t count, uint64_t tag, uint64_t ignore,
+			       int tagged, void *context, uint64_t flags)
+{
+	struct ibf_tagged *t = ep->tagged;
+	struct ibf_urecv *x;
+	size_t i;
+	int r, u;
+
+	if (unlikely(!t))
+		return -FI_EOPBADSTATE;
+	if (unlikely(count > IBF_TAGGED_IOV || (count && !iov))) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs: tagged mode "
+			       "takes %d\n", count, IBF_TAGGED_IOV);
+		return -FI_EINVAL;
+	}
+	if (unlikely(flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD))) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_MULTI_RECV, FI_PEEK, "
+			       "FI_CLAIM and FI_DISCARD are not supported on "
+			       "FI_EP_MSG\n");
+		return -FI_EBADFLAGS;
+	}
+	ibf_lock_acquire(&ep->rx_lock);
+	r = t->free_head;
+	if (unlikely(r < 0)) {
+		ibf_lock_release(&ep->rx_lock);
+		return -FI_EAGAIN;
+	}
+	t->free_head = t->ext[r].next;
+	x = &t->ext[r];
+	for (i = 0; i < count; i++)
+		x->iov[i] = iov[i];
+	x->count = count;
+	x->ignore = ignore;
+	x->tagged = tagged;
+	t->urecv[r].context = context;
+	t->urecv[r].tag = tag;
+	u = ibf_match_unexpected(t, r);
+	if (u < 0) {
+		struct ibf_list *l = tagged ? &t->tags : &t->msgs;
+
+		x->next = -1;
+		if (l->tail < 0)
+			l->head = r;
+		else
+			t->ext[l->tail].next = r;
+		l->tail = r;
+	}
+	ibf_lock_release(&ep->rx_lock);
+	if (u >= 0) {
+		ibf_deliver(t, r, &t->bounce[u]);
+		ibf_bounce_post(t, &t->bounce[u]);
+		ibf_cq_soft_push(t->rcq, &t->urecv[r]);
+	}
+	return 0;
+}
+
+static ssize_t ibf_tagged_send(struct ibf_ep *ep, const struct iovec *iov,
+			       size_t count, uint64_t tag, uint64_t data,
+			       uint64_t flags, int tagged, void *context, int comp)
+{
+	struct ibf_tagged *t = ep->tagged;
+	struct ibv_send_wr wr, *bad;
+	struct ibf_tag_hdr *hdr;
+	struct ibv_sge sge;
+	struct ibf_op *op;
+	uint8_t *mem;
+	size_t len = 0, i, slot;
+	int ret;
+
+	if (unlikely(!t))
+		return -FI_EOPBADSTATE;
+	for (i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	if (unlikely(len > ibf_params.eager_size || count > ep->tx_iov_limit)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu bytes in %zu iovs: "
+			       "tagged mode sends at most max_msg_size (%zu)\n",
+			       len, count, ibf_params.eager_size);
+		return -FI_EINVAL;
+	}
+	ibf_lock_acquire(&ep->tx_lock);
+	if (unlikely(!ibf_ring_free(&ep->tx) || !ep->id->qp)) {
+		ibf_lock_release(&ep->tx_lock);
+		return ep->id->qp ? -FI_EAGAIN : -FI_EOPBADSTATE;
+	}
+	slot = ep->tx.head & (ep->tx.size - 1);
+	mem = t->tx_mem + slot * t->slot;
+	hdr = (struct ibf_tag_hdr *)mem;
+	hdr->tag = tag;
+	hdr->data = (uint32_t)data;
+	hdr->flags = (tagged ? IBF_HDR_TAGGED : 0) |
+		     ((flags & FI_REMOTE_CQ_DATA) ? IBF_HDR_DATA : 0);
+	for (i = 0, len = 0; i < count; len += iov[i].iov_len, i++)
+		memcpy(mem + sizeof(*hdr) + len, iov[i].iov_base, iov[i].iov_len);
+	sge.addr = (uintptr_t)mem;
+	sge.length = (uint32_t)(sizeof(*hdr) + len);
+	sge.lkey = t->tx_mr->lkey;
+	op = &ep->tx.ops[slot];
+	op->context = context;
+	op->flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+	op->len = len;
+	op->buf = NULL;
+	op->user_comp = comp;
+	wr.wr_id = (uintptr_t)op;
+	wr.next = NULL;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = (sge.length <= ep->inject_size ? IBV_SEND_INLINE : 0) |
+			ibf_tx_signal(ep, comp);
+	ret = ibv_post_send(ep->id->qp, &wr, &bad);
+	if (likely(!ret))
+		ep->tx.head++;
+	ibf_lock_release(&ep->tx_lock);
+	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
+}
+
+static void *ibf_alloc_reg(struct ibf_ep *ep, size_t len, int access,
+			   struct ibv_mr **mr)
+{
+	void *mem;
+
+	if (posix_memalign(&mem, 4096, len))
+		return NULL;
+	memset(mem, 0, len);
+	*mr = ibv_reg_mr(ep->domain->pd, mem, len, access);
+	if (!*mr) {
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot register %zu bytes of tagged-mode "
+			 "buffers: %s\n", len, strerror(errno));
+		free(mem);
+		return NULL;
+	}
+	return mem;
+}
+
+int ibf_tagged_init(struct ibf_ep *ep)
+{
+	struct ibf_tagged *t;
+	uint32_t i;
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -FI_ENOMEM;
+	t->ep = ep;
+	t->rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+	t->slot = sizeof(struct ibf_tag_hdr) + ibf_params.eager_size;
+	t->nbounce = t->nurecv = ep->rx.size;
+	t->bounce = calloc(t->nbounce, sizeof(*t->bounce));
+	t->bounce_next = calloc(t->nbounce, sizeof(*t->bounce_next));
+	t->urecv = calloc(t->nurecv, sizeof(*t->urecv));
+	t->ext = calloc(t->nurecv, sizeof(*t->ext));
+	if (!t->bounce || !t->bounce_next || !t->urecv || !t->ext)
+		goto err;
+	t->rx_mem = ibf_alloc_reg(ep, t->nbounce * t->slot, IBV_ACCESS_LOCAL_WRITE,
+				  &t->rx_mr);
+	t->tx_mem = t->rx_mem ? ibf_alloc_reg(ep, ep->tx.size * t->slot, 0,
+					      &t->tx_mr) : NULL;
+	if (!t->tx_mem)
+		goto err;
+	for (i = 0; i < t->nbounce; i++) {
+		t->bounce[i].kind = IBF_OP_BOUNCE;
+		t->bounce[i].ep = ep;
+		t->bounce[i].user_comp = 1;
+	}
+	for (i = 0; i < t->nurecv; i++) {
+		t->urecv[i].kind = IBF_OP_URECV;
+		t->urecv[i].ep = ep;
+		t->urecv[i].user_comp = 1;
+		t->ext[i].next = i + 1 < t->nurecv ? (int)i + 1 : -1;
+	}
+	t->free_head = 0;
+	t->msgs.head = t->msgs.tail = -1;
+	t->tags.head = t->tags.tail = -1;
+	t->unexpected.head = t->unexpected.tail = -1;
+	/* Every receive slot and every bounce may wait in the CQ at once. */
+	if (ibf_cq_soft_reserve(t->rcq, t->nurecv + t->nbounce))
+		goto err;
+	t->reserved = 1;
+	ep->tagged = t;
+	return 0;
+err:
+	ep->tagged = t;
+	ibf_tagged_fini(ep);
+	return -FI_ENOMEM;
+}
+
+int ibf_tagged_post_bounces(struct ibf_ep *ep)
+{
+	struct ibf_tagged *t = ep->tagged;
+	uint32_t i;
+
+	for (i = 0; i < t->nbounce; i++)
+		if (ibf_bounce_post(t, &t->bounce[i]))
+			return -FI_EIO;
+	return 0;
+}
+
+/* Called once the QP is gone and its completions drained. */
+void ibf_tagged_fini(struct ibf_ep *ep)
+{
+	struct ibf_tagged *t = ep->tagged;
+
+	if (!t)
+		return;
+	if (t->reserved)
+		ibf_cq_soft_unreserve(t->rcq, t->nurecv + t->nbounce);
+	if (t->rx_mr)
+		ibv_dereg_mr(t->rx_mr);
+	if (t->tx_mr)
+		ibv_dereg_mr(t->tx_mr);
+	free(t->rx_mem);
+	free(t->tx_mem);
+	free(t->bounce);
+	free(t->bounce_next);
+	free(t->urecv);
+	free(t->ext);
+	free(t);
+	ep->tagged = NULL;
+}
+
+/* ---- the calls: fi_t* and, in tagged mode, fi_send and fi_recv ---- */
+
+static ssize_t ibf_tg_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			    fi_addr_t src_addr, uint64_t tag, uint64_t ignore,
+			    void *context)
+{
+	struct iovec iov = { buf, len };
+
+	return ibf_tagged_recv(to_ibf_ep(ep), &iov, 1, tag, ignore, 1, context, 0);
+}
+
+static ssize_t ibf_tg_trecvv(struct fid_ep *ep, const struct iovec *iov,
+			     void **desc, size_t count, fi_addr_t src_addr,
+			     uint64_t tag, uint64_t ignore, void *context)
+{
+	return ibf_tagged_recv(to_ibf_ep(ep), iov, count, tag, ignore, 1, context, 0);
+}
+
+static ssize_t ibf_tg_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
+			       uint64_t flags)
+{
+	return ibf_tagged_recv(to_ibf_ep(ep), msg->msg_iov, msg->iov_count,
+			       msg->tag, msg->ignore, 1, msg->context, flags);
+}
+
+static ssize_t ibf_tg_tsend(struct fid_ep *ep_fid, const void *buf, size_t len,
+			    void *desc, fi_addr_t dest_addr, uint64_t tag,
+			    void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_tagged_send(ep, &iov, 1, tag, 0, 0, 1, context,
+			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+static ssize_t ibf_tg_tsendv(struct fid_ep *ep_fid, const struct iovec *iov,
+			     void **desc, size_t count, fi_addr_t dest_addr,
+			     uint64_t tag, void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ibf_tagged_send(ep, iov, count, tag, 0, 0, 1, context,
+			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+static ssize_t ibf_tg_tsendmsg(struct fid_ep *ep_fid, const struct fi_msg_tagged *msg,
+			       uint64_t flags)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ibf_tagged_send(ep, msg->msg_iov, msg->iov_count, msg->tag,
+			       msg->data, flags, 1, msg->context,
+			       ibf_tx_wants_comp(ep, flags));
+}
+
+static ssize_t ibf_tg_tinject(struct fid_ep *ep, const void *buf, size_t len,
+			      fi_addr_t dest_addr, uint64_t tag)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_tagged_send(to_ibf_ep(ep), &iov, 1, tag, 0, 0, 1, NULL, 0);
+}
+
+static ssize_t ibf_tg_tsenddata(struct fid_ep *ep_fid, const void *buf, size_t len,
+				void *desc, uint64_t data, fi_addr_t dest_addr,
+				uint64_t tag, void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_tagged_send(ep, &iov, 1, tag, data, FI_REMOTE_CQ_DATA, 1,
+			       context, ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+static ssize_t ibf_tg_tinjectdata(struct fid_ep *ep, const void *buf, size_t len,
+				  uint64_t data, fi_addr_t dest_addr, uint64_t tag)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_tagged_send(to_ibf_ep(ep), &iov, 1, tag, data,
+			       FI_REMOTE_CQ_DATA, 1, NULL, 0);
+}
+
+struct fi_ops_tagged ibf_tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = ibf_tg_trecv,
+	.recvv = ibf_tg_trecvv,
+	.recvmsg = ibf_tg_trecvmsg,
+	.send = ibf_tg_tsend,
+	.sendv = ibf_tg_tsendv,
+	.sendmsg = ibf_tg_tsendmsg,
+	.inject = ibf_tg_tinject,
+	.senddata = ibf_tg_tsenddata,
+	.injectdata = ibf_tg_tinjectdata,
+};
+
+static ssize_t ibf_tg_recv(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			   fi_addr_t src_addr, void *context)
+{
+	struct iovec iov = { buf, len };
+
+	return ibf_tagged_recv(to_ibf_ep(ep), &iov, 1, 0, 0, 0, context, 0);
+}
+
+static ssize_t ibf_tg_recvv(struct fid_ep *ep, const struct iovec *iov,
+			    void **desc, size_t count, fi_addr_t src_addr,
+			    void *context)
+{
+	return ibf_tagged_recv(to_ibf_ep(ep), iov, count, 0, 0, 0, context, 0);
+}
+
+static ssize_t ibf_tg_recvmsg(struct fid_ep *ep, const struct fi_msg *msg,
+			      uint64_t flags)
+{
+	return ibf_tagged_recv(to_ibf_ep(ep), msg->msg_iov, msg->iov_count, 0, 0,
+			       0, msg->context, flags);
+}
+
+static ssize_t ibf_tg_send(struct fid_ep *ep_fid, const void *buf, size_t len,
+			   void *desc, fi_addr_t dest_addr, void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_tagged_send(ep, &iov, 1, 0, 0, 0, 0, context,
+			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+static ssize_t ibf_tg_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
+			    void **desc, size_t count, fi_addr_t dest_addr,
+			    void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ibf_tagged_send(ep, iov, count, 0, 0, 0, 0, context,
+			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+static ssize_t ibf_tg_sendmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
+			      uint64_t flags)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+
+	return ibf_tagged_send(ep, msg->msg_iov, msg->iov_count, 0, msg->data,
+			       flags, 0, msg->context, ibf_tx_wants_comp(ep, flags));
+}
+
+static ssize_t ibf_tg_inject(struct fid_ep *ep, const void *buf, size_t len,
+			     fi_addr_t dest_addr)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_tagged_send(to_ibf_ep(ep), &iov, 1, 0, 0, 0, 0, NULL, 0);
+}
+
+static ssize_t ibf_tg_senddata(struct fid_ep *ep_fid, const void *buf, size_t len,
+			       void *desc, uint64_t data, fi_addr_t dest_addr,
+			       void *context)
+{
+	struct ibf_ep *ep = to_ibf_ep(ep_fid);
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_tagged_send(ep, &iov, 1, 0, data, FI_REMOTE_CQ_DATA, 0, context,
+			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+}
+
+static ssize_t ibf_tg_injectdata(struct fid_ep *ep, const void *buf, size_t len,
+				 uint64_t data, fi_addr_t dest_addr)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return ibf_tagged_send(to_ibf_ep(ep), &iov, 1, 0, data, FI_REMOTE_CQ_DATA,
+			       0, NULL, 0);
+}
+
+struct fi_ops_msg ibf_tagged_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = ibf_tg_recv,
+	.recvv = ibf_tg_recvv,
+	.recvmsg = ibf_tg_recvmsg,
+	.send = ibf_tg_send,
+	.sendv = ibf_tg_sendv,
+	.sendmsg = ibf_tg_sendmsg,
+	.inject = ibf_tg_inject,
+	.senddata = ibf_tg_senddata,
+	.injectdata = ibf_tg_injectdata,
+};
