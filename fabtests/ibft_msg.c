@@ -14,7 +14,8 @@
  *                 FI_OPT_MIN_MULTI_RECV is left
  *   tagged        FI_TAGGED: messages sent before any receive is posted
  *                 wait, then match by tag (with ignore bits) in posting
- *                 order, apart from untagged ones; truncation is FI_ETRUNC
+ *                 order, apart from untagged ones; truncation is FI_ETRUNC;
+ *                 fi_cancel takes a posted receive back
  *   deadpeer      the client exits without a word; the server gets
  *                 FI_SHUTDOWN, its posted receive completes in error with
  *                 its context, and it accepts the next client
@@ -543,6 +544,20 @@ static void tagged(void)
 		IBFT_CHECK(fi_recv(c.ep, b.ptr, TG_LEN, b.desc, 0, &c) == 0 &&
 			   tg_wait(&c, &e, &err) == 1, "tagged-end", "no end");
 		goto close;
+	}
+	/* A receive taken back completes with FI_ECANCELED, once. */
+	{
+		struct fi_context cancel_ctx;
+
+		ret = (int)fi_trecv(c.ep, b.ptr, TG_LEN, b.desc, 0, 0x600, 0, &cancel_ctx);
+		IBFT_EXPECT(ret == 0 ? fi_cancel(&c.ep->fid, &cancel_ctx) : ret, 0,
+			    "tagged-cancel");
+		IBFT_CHECK(tg_wait(&c, &e, &err) == -FI_EAVAIL &&
+			   err.err == FI_ECANCELED && err.op_context == &cancel_ctx &&
+			   (err.flags & FI_RECV), "tagged-cancel-completion",
+			   "err %d context %p", err.err, err.op_context);
+		IBFT_EXPECT(fi_cq_readerr(c.cq, &err, 0), -FI_EAGAIN,
+			    "tagged-cancel-once");
 	}
 	usleep(500000);	/* everything the client sends arrives unexpected */
 	tg_recv_check(&c, &b, 1, 0x200, 0, 2, 0x200, "tagged-match-out-of-order");

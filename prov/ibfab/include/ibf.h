@@ -520,6 +520,7 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *op,
 			  const struct ibv_wc *wc);
 /* Bounces still posted: what closing must wait to see flushed. */
 int ibf_tagged_outstanding(struct ibf_ep *ep);
+ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context);
 /* A flushed bounce of a closing endpoint: forget it. */
 void ibf_tagged_drop(struct ibf_op *op);
 extern struct fi_ops_msg ibf_tagged_msg_ops;

@@ -319,7 +319,11 @@ static int ibf_ep_close(struct fid *fid)
 
 static ssize_t ibf_ep_cancel(fid_t fid, void *context)
 {
-	/* A posted verbs receive cannot be taken back. */
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+
+	/* A posted verbs receive cannot be taken back; tagged mode's can. */
+	if (ep->tag_mode)
+		return ibf_tagged_cancel(ep, context);
 	return -FI_ENOSYS;
 }
 

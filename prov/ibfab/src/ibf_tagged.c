@@ -244,6 +244,57 @@ int ibf_tagged_outstanding(struct ibf_ep *ep)
 	return ep->tagged ? __atomic_load_n(&ep->tagged->posted, __ATOMIC_RELAXED) : 0;
 }
 
+/* Called with rx_lock held: unlink the posted receive with this context. */
+static int ibf_unlink_context(struct ibf_tagged *t, struct ibf_list *l,
+			      void *context)
+{
+	int i, prev = -1;
+
+	for (i = l->head; i >= 0; prev = i, i = t->ext[i].next) {
+		if (t->urecv[i].context != context)
+			continue;
+		if (prev < 0)
+			l->head = t->ext[i].next;
+		else
+			t->ext[prev].next = t->ext[i].next;
+		if (l->tail == i)
+			l->tail = prev;
+		return i;
+	}
+	return -1;
+}
+
+/*
+ * fi_cancel: a receive still waiting for its message completes with
+ * FI_ECANCELED.  Receives are the provider's own in tagged mode, so they
+ * can be taken back; returns -FI_ENOENT for one that is gone.
+ */
+ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context)
+{
+	struct ibf_tagged *t = ep->tagged;
+	struct ibf_op *op;
+	int r;
+
+	if (!t)
+		return -FI_ENOENT;
+	ibf_lock_acquire(&ep->rx_lock);
+	r = ibf_unlink_context(t, &t->tags, context);
+	if (r < 0)
+		r = ibf_unlink_context(t, &t->msgs, context);
+	ibf_lock_release(&ep->rx_lock);
+	if (r < 0)
+		return -FI_ENOENT;
+	op = &t->urecv[r];
+	op->flags = FI_RECV | (t->ext[r].tagged ? FI_TAGGED : FI_MSG);
+	op->len = 0;
+	op->buf = t->ext[r].count ? t->ext[r].iov[0].iov_base : NULL;
+	op->data = 0;
+	op->olen = 0;
+	op->err = FI_ECANCELED;
+	ibf_cq_soft_push(t->rcq, op);
+	return 0;
+}
+
 static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 			       size_t count, uint64_t tag, uint64_t ignore,
 			       int tagged, void *context, uint64_t flags)
