@@ -92,6 +92,28 @@ static int ibf_tag_match(uint64_t want, uint64_t ignore, uint64_t got)
 	return ((want ^ got) & ~ignore) == 0;
 }
 
+/* The posted receives' lists are linked through ext[].next. */
+static void ibf_urecv_unlink(struct ibf_tagged *t, struct ibf_list *l, int prev,
+			     int i)
+{
+	if (prev < 0)
+		l->head = t->ext[i].next;
+	else
+		t->ext[prev].next = t->ext[i].next;
+	if (l->tail == i)
+		l->tail = prev;
+}
+
+static void ibf_urecv_append(struct ibf_tagged *t, struct ibf_list *l, int i)
+{
+	t->ext[i].next = -1;
+	if (l->tail < 0)
+		l->head = i;
+	else
+		t->ext[l->tail].next = i;
+	l->tail = i;
+}
+
 /* Called with rx_lock held: the first posted receive for hdr, unlinked. */
 static int ibf_match_posted(struct ibf_tagged *t, const struct ibf_tag_hdr *hdr)
 {
@@ -101,12 +123,7 @@ static int ibf_match_posted(struct ibf_tagged *t, const struct ibf_tag_hdr *hdr)
 	for (i = l->head; i >= 0; prev = i, i = t->ext[i].next) {
 		if (!(hdr->flags & IBF_HDR_TAGGED) ||
 		    ibf_tag_match(t->urecv[i].tag, t->ext[i].ignore, hdr->tag)) {
-			if (prev < 0)
-				l->head = t->ext[i].next;
-			else
-				t->ext[prev].next = t->ext[i].next;
-			if (l->tail == i)
-				l->tail = prev;
+			ibf_urecv_unlink(t, l, prev, i);
 			return i;
 		}
 	}
@@ -251,15 +268,10 @@ static int ibf_unlink_context(struct ibf_tagged *t, struct ibf_list *l,
 	int i, prev = -1;
 
 	for (i = l->head; i >= 0; prev = i, i = t->ext[i].next) {
-		if (t->urecv[i].context != context)
-			continue;
-		if (prev < 0)
-			l->head = t->ext[i].next;
-		else
-			t->ext[prev].next = t->ext[i].next;
-		if (l->tail == i)
-			l->tail = prev;
-		return i;
+		if (t->urecv[i].context == context) {
+			ibf_urecv_unlink(t, l, prev, i);
+			return i;
+		}
 	}
 	return -1;
 }
@@ -333,16 +345,8 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 	t->urecv[r].context = context;
 	t->urecv[r].tag = tag;
 	u = ibf_match_unexpected(t, r);
-	if (u < 0) {
-		struct ibf_list *l = tagged ? &t->tags : &t->msgs;
-
-		x->next = -1;
-		if (l->tail < 0)
-			l->head = r;
-		else
-			t->ext[l->tail].next = r;
-		l->tail = r;
-	}
+	if (u < 0)
+		ibf_urecv_append(t, tagged ? &t->tags : &t->msgs, r);
 	ibf_lock_release(&ep->rx_lock);
 	if (u >= 0) {
 		ibf_deliver(t, r, &t->bounce[u]);
