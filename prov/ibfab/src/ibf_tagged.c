@@ -32,7 +32,6 @@ struct ibf_urecv {		/* beside its ibf_op */
 	size_t count;
 	uint64_t ignore;
 	int tagged;
-	int next;
 };
 
 struct ibf_list {		/* of slot indices, -1 terminated */
@@ -57,6 +56,7 @@ struct ibf_tagged {
 	uint32_t nurecv;
 	struct ibf_op *urecv;
 	struct ibf_urecv *ext;
+	int *urecv_next;	/* links of the free and posted lists */
 	int free_head;
 	struct ibf_list msgs, tags, unexpected;
 	int reserved;		/* soft ring room taken in rcq */
@@ -92,38 +92,16 @@ static int ibf_tag_match(uint64_t want, uint64_t ignore, uint64_t got)
 	return ((want ^ got) & ~ignore) == 0;
 }
 
-/* The posted receives' lists are linked through ext[].next. */
-static void ibf_urecv_unlink(struct ibf_tagged *t, struct ibf_list *l, int prev,
-			     int i)
-{
-	if (prev < 0)
-		l->head = t->ext[i].next;
-	else
-		t->ext[prev].next = t->ext[i].next;
-	if (l->tail == i)
-		l->tail = prev;
-}
-
-static void ibf_urecv_append(struct ibf_tagged *t, struct ibf_list *l, int i)
-{
-	t->ext[i].next = -1;
-	if (l->tail < 0)
-		l->head = i;
-	else
-		t->ext[l->tail].next = i;
-	l->tail = i;
-}
-
 /* Called with rx_lock held: the first posted receive for hdr, unlinked. */
 static int ibf_match_posted(struct ibf_tagged *t, const struct ibf_tag_hdr *hdr)
 {
 	struct ibf_list *l = (hdr->flags & IBF_HDR_TAGGED) ? &t->tags : &t->msgs;
 	int i, prev = -1;
 
-	for (i = l->head; i >= 0; prev = i, i = t->ext[i].next) {
+	for (i = l->head; i >= 0; prev = i, i = t->urecv_next[i]) {
 		if (!(hdr->flags & IBF_HDR_TAGGED) ||
 		    ibf_tag_match(t->urecv[i].tag, t->ext[i].ignore, hdr->tag)) {
-			ibf_urecv_unlink(t, l, prev, i);
+			ibf_list_unlink(l, t->urecv_next, prev, i);
 			return i;
 		}
 	}
@@ -246,7 +224,7 @@ void ibf_tagged_release(struct ibf_op *op)
 	}
 	i = (int)(op - t->urecv);
 	ibf_lock_acquire(&t->ep->rx_lock);
-	t->ext[i].next = t->free_head;
+	t->urecv_next[i] = t->free_head;
 	t->free_head = i;
 	ibf_lock_release(&t->ep->rx_lock);
 }
@@ -267,9 +245,9 @@ static int ibf_unlink_context(struct ibf_tagged *t, struct ibf_list *l,
 {
 	int i, prev = -1;
 
-	for (i = l->head; i >= 0; prev = i, i = t->ext[i].next) {
+	for (i = l->head; i >= 0; prev = i, i = t->urecv_next[i]) {
 		if (t->urecv[i].context == context) {
-			ibf_urecv_unlink(t, l, prev, i);
+			ibf_list_unlink(l, t->urecv_next, prev, i);
 			return i;
 		}
 	}
@@ -335,7 +313,7 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 		ibf_lock_release(&ep->rx_lock);
 		return -FI_EAGAIN;
 	}
-	t->free_head = t->ext[r].next;
+	t->free_head = t->urecv_next[r];
 	x = &t->ext[r];
 	for (i = 0; i < count; i++)
 		x->iov[i] = iov[i];
@@ -346,7 +324,7 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 	t->urecv[r].tag = tag;
 	u = ibf_match_unexpected(t, r);
 	if (u < 0)
-		ibf_urecv_append(t, tagged ? &t->tags : &t->msgs, r);
+		ibf_list_append(tagged ? &t->tags : &t->msgs, t->urecv_next, r);
 	ibf_lock_release(&ep->rx_lock);
 	if (u >= 0) {
 		ibf_deliver(t, r, &t->bounce[u]);
@@ -443,14 +421,15 @@ int ibf_tagged_init(struct ibf_ep *ep)
 	if (!t)
 		return -FI_ENOMEM;
 	t->ep = ep;
-	t->rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+	t->rcq = ibf_ep_recv_cq(ep);
 	t->slot = sizeof(struct ibf_tag_hdr) + ibf_params.eager_size;
 	t->nbounce = t->nurecv = ep->rx.size;
 	t->bounce = calloc(t->nbounce, sizeof(*t->bounce));
 	t->bounce_next = calloc(t->nbounce, sizeof(*t->bounce_next));
 	t->urecv = calloc(t->nurecv, sizeof(*t->urecv));
 	t->ext = calloc(t->nurecv, sizeof(*t->ext));
-	if (!t->bounce || !t->bounce_next || !t->urecv || !t->ext)
+	t->urecv_next = calloc(t->nurecv, sizeof(*t->urecv_next));
+	if (!t->bounce || !t->bounce_next || !t->urecv || !t->ext || !t->urecv_next)
 		goto err;
 	t->rx_mem = ibf_alloc_reg(ep, t->nbounce * t->slot, IBV_ACCESS_LOCAL_WRITE,
 				  &t->rx_mr);
@@ -467,7 +446,7 @@ int ibf_tagged_init(struct ibf_ep *ep)
 		t->urecv[i].kind = IBF_OP_URECV;
 		t->urecv[i].ep = ep;
 		t->urecv[i].user_comp = 1;
-		t->ext[i].next = i + 1 < t->nurecv ? (int)i + 1 : -1;
+		t->urecv_next[i] = i + 1 < t->nurecv ? (int)i + 1 : -1;
 	}
 	t->free_head = 0;
 	t->msgs.head = t->msgs.tail = -1;
@@ -515,6 +494,7 @@ void ibf_tagged_fini(struct ibf_ep *ep)
 	free(t->bounce_next);
 	free(t->urecv);
 	free(t->ext);
+	free(t->urecv_next);
 	free(t);
 	ep->tagged = NULL;
 }
