@@ -113,10 +113,7 @@ struct ibf_dev_limits {
 	int max_qp;
 	int max_mr;
 	int max_srq;
-	int max_srq_wr;
-	uint64_t max_mr_size;
 	uint32_t max_inline;
-	int max_qp_rd_atom;
 };
 
 /* ibf_info.c: discovery and fi_getinfo. */
@@ -341,7 +338,6 @@ struct ibf_cq {
 	int wc_next, wc_count, wc_cap;
 	int has_err;		/* wc[wc_next] is an error for fi_cq_readerr */
 	struct ibf_waitfd wait;	/* channel + fi_cq_signal's eventfd */
-	int cqe;		/* entries the ibv_cq holds */
 	int cqe_used;		/* queue slots of the endpoints using it */
 	int ref;		/* endpoints bound */
 	/*
@@ -537,6 +533,17 @@ int ibf_ep_multi_recv_next(struct ibf_op *op, uint32_t byte_len);
 static inline struct ibf_ep *to_ibf_ep(struct fid_ep *ep)
 {
 	return container_of(ep, struct ibf_ep, ep_fid);
+}
+
+/* The CQs sends and receives complete to: one bound CQ serves both. */
+static inline struct ibf_cq *ibf_ep_send_cq(const struct ibf_ep *ep)
+{
+	return ep->tx_cq ? ep->tx_cq : ep->rx_cq;
+}
+
+static inline struct ibf_cq *ibf_ep_recv_cq(const struct ibf_ep *ep)
+{
+	return ep->rx_cq ? ep->rx_cq : ep->tx_cq;
 }
 
 int ibf_ep_open(struct fid_domain *domain, struct fi_info *info,

@@ -508,7 +508,7 @@ int ibf_cq_reserve(struct ibf_cq *cq, int entries)
 
 	ibf_lock_acquire(&cq->lock);
 	want = cq->cqe_used + entries;
-	if (want > cq->cqe) {
+	if (want > cq->cq->cqe) {
 		if (want > cq->domain->dev_attr.max_cqe) {
 			IBF_WARN(FI_LOG_CQ, "endpoints on this CQ need %d entries, "
 				 "the device allows %d: use smaller tx/rx sizes or "
@@ -518,8 +518,6 @@ int ibf_cq_reserve(struct ibf_cq *cq, int entries)
 			IBF_WARN(FI_LOG_CQ, "ibv_resize_cq(%d): %s; open the CQ "
 				 "with size >= %d\n", want, strerror(ret), want);
 			ret = -FI_ENOSPC;
-		} else {
-			cq->cqe = cq->cq->cqe;
 		}
 	}
 	if (!ret)
@@ -683,7 +681,6 @@ int ibf_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 			 fi_strerror(-ret));
 		goto err;
 	}
-	cq->cqe = cq->cq->cqe;
 	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
 	cq->cq_fid.fid.context = context;
 	cq->cq_fid.fid.ops = &ibf_cq_fi_ops;

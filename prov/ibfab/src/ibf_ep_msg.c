@@ -65,14 +65,12 @@ static int ibf_ring_init(struct ibf_ring *r, uint32_t size)
 
 int ibf_ep_create_qp(struct ibf_ep *ep)
 {
-	struct ibf_cq *scq = ep->tx_cq ? ep->tx_cq : ep->rx_cq;
-	struct ibf_cq *rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
 	struct ibv_qp_init_attr attr = { 0 };
 	int ret;
 
 	attr.qp_type = IBV_QPT_RC;
-	attr.send_cq = scq->cq;
-	attr.recv_cq = rcq->cq;
+	attr.send_cq = ibf_ep_send_cq(ep)->cq;
+	attr.recv_cq = ibf_ep_recv_cq(ep)->cq;
 	attr.cap.max_send_wr = ep->tx.size;
 	attr.cap.max_recv_wr = ep->srx ? 0 : ep->rx.size;
 	attr.srq = ep->srx ? ep->srx->srq : NULL;
@@ -106,17 +104,21 @@ static int ibf_ep_rx_depth(const struct ibf_ep *ep)
 /* Reserve CQ room for both rings, so no completion can overrun a CQ. */
 static int ibf_ep_reserve_cqs(struct ibf_ep *ep)
 {
-	struct ibf_cq *scq = ep->tx_cq ? ep->tx_cq : ep->rx_cq;
-	struct ibf_cq *rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
 	int ret;
 
-	ret = ibf_cq_reserve(scq, ep->tx.size);
+	ret = ibf_cq_reserve(ibf_ep_send_cq(ep), ep->tx.size);
 	if (ret)
 		return ret;
-	ret = ibf_cq_reserve(rcq, ibf_ep_rx_depth(ep));
+	ret = ibf_cq_reserve(ibf_ep_recv_cq(ep), ibf_ep_rx_depth(ep));
 	if (ret)
-		ibf_cq_unreserve(scq, ep->tx.size);
+		ibf_cq_unreserve(ibf_ep_send_cq(ep), ep->tx.size);
 	return ret;
+}
+
+static void ibf_ep_unreserve_cqs(struct ibf_ep *ep)
+{
+	ibf_cq_unreserve(ibf_ep_send_cq(ep), ep->tx.size);
+	ibf_cq_unreserve(ibf_ep_recv_cq(ep), ibf_ep_rx_depth(ep));
 }
 
 static int ibf_ep_enable(struct ibf_ep *ep)
@@ -147,8 +149,7 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 untag:
 	ibf_tagged_fini(ep);
 unreserve:
-	ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
-	ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ibf_ep_rx_depth(ep));
+	ibf_ep_unreserve_cqs(ep);
 	return ret;
 }
 
@@ -254,8 +255,7 @@ static int ibf_ep_control(struct fid *fid, int command, void *arg)
 static void ibf_ep_flush(struct ibf_ep *ep)
 {
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
-	struct ibf_cq *scq = ep->tx_cq ? ep->tx_cq : ep->rx_cq;
-	struct ibf_cq *rcq = ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
 	uint32_t qp_num = ep->id->qp->qp_num;
 
 	/* An SRQ's receives stay posted; only those already taken drain.
@@ -287,8 +287,7 @@ static int ibf_ep_close(struct fid *fid)
 		rdma_destroy_qp(ep->id);
 	}
 	if (ep->enabled) {
-		ibf_cq_unreserve(ep->tx_cq ? ep->tx_cq : ep->rx_cq, ep->tx.size);
-		ibf_cq_unreserve(ep->rx_cq ? ep->rx_cq : ep->tx_cq, ibf_ep_rx_depth(ep));
+		ibf_ep_unreserve_cqs(ep);
 		if (!leak)
 			ibf_tagged_fini(ep);
 	}

@@ -48,47 +48,25 @@ int ibf_wc_status_to_fi(enum ibv_wc_status status)
 	return FI_EOTHER;
 }
 
-/* errno from rdma-core (positive, or negative) to -FI_E*. */
+/*
+ * errno from rdma-core (positive, or negative) to -FI_E*.  libfabric's
+ * codes below 256 are errno's own, so only the few that name the trouble
+ * better in libfabric's terms are changed.
+ */
 int ibf_errno_to_fi(int err)
 {
 	if (err < 0)
 		err = -err;
 	switch (err) {
-	case 0:
-		return 0;
-	case ENOMEM:
-		return -FI_ENOMEM;
-	case EINVAL:
-		return -FI_EINVAL;
-	case EAGAIN:
-		return -FI_EAGAIN;
-	case ENOSPC:
-		return -FI_ENOSPC;
-	case EACCES:
 	case EPERM:
 		return -FI_EACCES;
-	case EFAULT:
-		return -FI_EFAULT;
-	case EBUSY:
-		return -FI_EBUSY;
-	case ENODEV:
 	case ENXIO:
 		return -FI_ENODEV;
 	case ENOSYS:
-	case EOPNOTSUPP:
 		return -FI_EOPNOTSUPP;
-	case ETIMEDOUT:
-		return -FI_ETIMEDOUT;
-	case ECONNREFUSED:
-		return -FI_ECONNREFUSED;
-	case EADDRINUSE:
-		return -FI_EADDRINUSE;
-	case EADDRNOTAVAIL:
-		return -FI_EADDRNOTAVAIL;
 	case ENETUNREACH:
-	case EHOSTUNREACH:
 		return -FI_EHOSTUNREACH;
 	default:
-		return -err;	/* FI_E* equal errno values below 256 */
+		return -err;
 	}
 }

@@ -123,9 +123,6 @@ static int ibf_query_limits(struct rdma_cm_id *id, struct ibf_dev_limits *lim)
 	lim->max_qp = dev.max_qp;
 	lim->max_mr = dev.max_mr;
 	lim->max_srq = dev.max_srq;
-	lim->max_srq_wr = dev.max_srq_wr;
-	lim->max_mr_size = dev.max_mr_size;
-	lim->max_qp_rd_atom = dev.max_qp_rd_atom;
 	lim->max_inline = ibf_max_inline(id->verbs, name);
 	return 0;
 }
