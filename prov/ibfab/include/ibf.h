@@ -90,6 +90,9 @@ void ibf_params_load(void);
 /* Remote CQ data (immediate data) consumes a posted receive. */
 #define IBF_RX_MODE (FI_RX_CQ_DATA)
 #define IBF_CQ_DATA_SIZE 4
+#define IBF_RDM_CQ_DATA_SIZE 8	/* carried in the RDM header */
+#define IBF_RDM_IOV_LIMIT 4
+#define IBF_RDM_MAX_MSG_SIZE (1ULL << 32)
 #define IBF_MR_KEY_SIZE 4
 /* Tagged mode: each message carries this before its payload. */
 struct ibf_tag_hdr {
@@ -116,6 +119,13 @@ struct ibf_dev_limits {
 	uint32_t max_inline;
 };
 
+/*
+ * The flag libfabric's utility providers (ofi_rxm, ofi_rxd) add when they
+ * ask core providers for endpoints to layer on.  Not in the public headers;
+ * its value has been stable since libfabric 1.5.
+ */
+#define IBF_CORE_PROV_ONLY (1ULL << 59)
+
 /* ibf_info.c: discovery and fi_getinfo. */
 int ibf_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints,
@@ -125,6 +135,8 @@ void ibf_info_cleanup(void);
 /* ibf_info_match.c: templates and hint filtering, no device needed. */
 struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 				  const struct sockaddr *src);
+struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
+				      const struct sockaddr *src);
 int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
 		   const struct fi_info *hints, char *why, size_t why_len);
 int ibf_info_narrow(struct fi_info *info, uint32_t version,
@@ -252,11 +264,13 @@ static inline int ibf_threading_needs_lock(enum fi_threading threading)
 struct ibf_ring;
 struct ibf_srx;
 struct ibf_ep;
+struct ibf_rdm_ep;
 enum ibf_op_kind {
 	IBF_OP_RING,		/* an endpoint's send or receive queue */
 	IBF_OP_SRX,		/* a shared receive context's slot */
 	IBF_OP_BOUNCE,		/* tagged mode: an eager receive buffer */
 	IBF_OP_URECV,		/* tagged mode: an application's receive */
+	IBF_OP_RDM,		/* an RDM endpoint's (struct ibf_rdm_op) */
 };
 struct ibf_op {
 	void *context;
@@ -273,6 +287,7 @@ struct ibf_op {
 	uint64_t data, tag;
 	size_t olen;
 	int err;
+	fi_addr_t src;		/* FI_SOURCE: the sender (RDM) */
 };
 
 struct ibf_ring {
@@ -307,6 +322,8 @@ void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op);
 
 /* Tagged mode (ibf_tagged.c): a slot whose completion has been read. */
 void ibf_tagged_release(struct ibf_op *op);
+/* RDM (ibf_rdm_msg.c): an op whose completion has been read. */
+void ibf_rdm_release(struct ibf_op *op);
 
 /* The completion of op has been read: its slot may be reused. */
 static inline void ibf_op_release(struct ibf_op *op)
@@ -315,6 +332,8 @@ static inline void ibf_op_release(struct ibf_op *op)
 		ibf_ring_retire(op);
 	else if (op->kind == IBF_OP_SRX)
 		ibf_srx_put(op->srx, op);
+	else if (op->kind == IBF_OP_RDM)
+		ibf_rdm_release(op);
 	else
 		ibf_tagged_release(op);
 }
@@ -348,12 +367,25 @@ struct ibf_cq {
 	 */
 	struct ibf_op **soft;
 	uint32_t soft_head, soft_tail, soft_size, soft_used;
+	struct ibf_lock soft_lock;	/* producers of soft completions */
+	int waiting;		/* fi_trywait passed; no read since (atomic) */
+	/*
+	 * RDM endpoints bound here: a read progresses each (ibf_rdm_progress).
+	 */
+	struct ibf_rdm_ep **rdm;
+	int nrdm;
 };
+/* fd: the endpoint's completion channel, or -1 if it has none. */
+int ibf_cq_add_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd);
+void ibf_cq_del_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd);
+/* ibf_rdm_msg.c: move an RDM endpoint's data (its CQ, its CM work). */
+void ibf_rdm_progress(struct ibf_rdm_ep *ep);
+/* 0 when it is armed and has nothing: a wait may sleep; or -FI_EAGAIN. */
+int ibf_rdm_trywait(struct ibf_rdm_ep *ep);
 
-/* Tagged mode: room for n more soft completions; queue one (lock held). */
+/* Room for n more soft completions; queue one (from any thread). */
 int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n);
 void ibf_cq_soft_unreserve(struct ibf_cq *cq, uint32_t n);
-void ibf_cq_soft_push_locked(struct ibf_cq *cq, struct ibf_op *op);
 void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op);
 
 /* What a successful verbs completion of op reports to the application. */
@@ -363,9 +395,15 @@ void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
 /* Room for an endpoint's queues, so completions can never overrun. */
 int ibf_cq_reserve(struct ibf_cq *cq, int entries);
 void ibf_cq_unreserve(struct ibf_cq *cq, int entries);
-/* Take every completion of a closing endpoint's QP out of the CQ. */
-void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
-		     struct ibf_ring *r2, struct ibf_ep *ep);
+/* What a closing endpoint takes out of a CQ (ibf_cq_drain). */
+struct ibf_drain {
+	int (*mine)(const struct ibv_wc *wc, void *arg);	/* its completion? */
+	void (*drop)(const struct ibv_wc *wc, void *arg);	/* forget one */
+	int (*busy)(void *arg);		/* work requests still to flush? */
+	int (*soft_mine)(const struct ibf_op *op, void *arg);	/* or NULL */
+	void *arg;
+};
+void ibf_cq_drain(struct ibf_cq *cq, const struct ibf_drain *d);
 int ibf_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq, void *context);
 
@@ -421,6 +459,13 @@ uint8_t ibf_cm_pack(uint8_t *wire, const void *data, size_t len);
 /* The caller's private data inside what arrived. */
 void ibf_cm_unpack(const void *wire, size_t wire_len, const void **data,
 		   size_t *len);
+
+/* Connection parameters ibfab uses everywhere (reads, retries). */
+void ibf_cm_param_init(const struct ibv_device_attr *dev,
+		       struct rdma_conn_param *cp, const void *wire,
+		       uint8_t wire_len);
+/* rdma_cm leaves min_rnr_timer at 655 ms; call once the QP is in RTS. */
+void ibf_qp_set_rnr_timer(struct ibv_qp *qp);
 
 /* A connection request waiting for fi_endpoint or fi_reject: info->handle. */
 struct ibf_connreq {
@@ -556,6 +601,7 @@ extern struct fi_ops_msg ibf_msg_ops;
 extern struct fi_ops_rma ibf_rma_ops;
 /* ibf_noops.c: what an object does not support answers -FI_ENOSYS. */
 extern struct fi_ops_tagged ibf_no_tagged_ops;
+extern struct fi_ops_rma ibf_no_rma_ops;
 ssize_t ibf_no_cancel(fid_t fid, void *context);
 int ibf_no_ctx(struct fid_ep *sep, int index, void *attr, struct fid_ep **ep,
 	       void *context);

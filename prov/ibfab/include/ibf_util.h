@@ -52,6 +52,9 @@ struct ibf_waitfd {
 };
 int ibf_waitfd_open(struct ibf_waitfd *w, int source_fd);
 void ibf_waitfd_close(struct ibf_waitfd *w);
+/* Wake on one more fd (made non-blocking), or no longer. */
+int ibf_waitfd_watch(struct ibf_waitfd *w, int fd);
+void ibf_waitfd_unwatch(struct ibf_waitfd *w, int fd);
 int ibf_waitfd_raise(struct ibf_waitfd *w);
 /* Lower the eventfd; returns whether it was raised. */
 int ibf_waitfd_lower(struct ibf_waitfd *w);

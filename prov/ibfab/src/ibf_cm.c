@@ -74,19 +74,25 @@ int ibf_migrate_id(struct rdma_cm_id *id, struct ibf_eq *eq)
 	return 0;
 }
 
-static void ibf_conn_param(struct ibf_ep *ep, struct rdma_conn_param *cp,
-			   uint8_t *wire, const void *param, size_t paramlen)
+void ibf_cm_param_init(const struct ibv_device_attr *dev,
+		       struct rdma_conn_param *cp, const void *wire,
+		       uint8_t wire_len)
 {
-	const struct ibv_device_attr *dev = &ep->domain->dev_attr;
-
 	memset(cp, 0, sizeof(*cp));
 	cp->private_data = wire;
-	cp->private_data_len = ibf_cm_pack(wire, param, paramlen);
+	cp->private_data_len = wire_len;
 	/* RDMA reads in flight, each way. */
 	cp->responder_resources = (uint8_t)IBF_MIN(dev->max_qp_rd_atom, 255);
 	cp->initiator_depth = (uint8_t)IBF_MIN(dev->max_qp_init_rd_atom, 255);
 	cp->retry_count = 7;
 	cp->rnr_retry_count = 7;	/* wait for receives as long as it takes */
+}
+
+static void ibf_conn_param(struct ibf_ep *ep, struct rdma_conn_param *cp,
+			   uint8_t *wire, const void *param, size_t paramlen)
+{
+	ibf_cm_param_init(&ep->domain->dev_attr, cp, wire,
+			  ibf_cm_pack(wire, param, paramlen));
 }
 
 static int ibf_ep_check_cm(struct ibf_ep *ep, size_t paramlen, const char *call)
@@ -167,11 +173,11 @@ static int ibf_ep_connect(struct fid_ep *ep_fid, const void *addr,
  * The delay a peer waits after finding no receive posted here.  rdma_cm
  * leaves it at 0, which means 655 ms; a QP in RTS may change it.
  */
-static void ibf_ep_set_rnr_timer(struct ibf_ep *ep)
+void ibf_qp_set_rnr_timer(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr attr = { .min_rnr_timer = (uint8_t)ibf_params.min_rnr_timer };
 
-	if (ep->id->qp && ibv_modify_qp(ep->id->qp, &attr, IBV_QP_MIN_RNR_TIMER))
+	if (qp && ibv_modify_qp(qp, &attr, IBV_QP_MIN_RNR_TIMER))
 		IBF_INFO(FI_LOG_EP_CTRL, "cannot set min_rnr_timer: %s\n",
 			 strerror(errno));
 }
@@ -204,7 +210,7 @@ static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 		return ret;
 	}
 	/* librdmacm has taken the QP to RTS by now. */
-	ibf_ep_set_rnr_timer(ep);
+	ibf_qp_set_rnr_timer(ep->id->qp);
 	return 0;
 }
 
@@ -305,7 +311,7 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ep->active)
-			ibf_ep_set_rnr_timer(ep);
+			ibf_qp_set_rnr_timer(ep->id->qp);
 		__atomic_store_n(&ep->state, IBF_EP_CONNECTED, __ATOMIC_RELEASE);
 		/* Only the connecting side gets the acceptor's data. */
 		ibf_ep_push_cm(ep, eq, FI_CONNECTED, data, ep->active ? len : 0);

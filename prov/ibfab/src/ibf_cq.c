@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ibf.h"
+#include "ibf_rdm.h"
 
 static size_t ibf_cq_entry_size(enum fi_cq_format format)
 {
@@ -103,6 +103,7 @@ int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n)
 	int ret = 0;
 
 	ibf_lock_acquire(&cq->lock);
+	ibf_lock_acquire(&cq->soft_lock);
 	if (cq->soft_used + n > cq->soft_size) {
 		for (size = cq->soft_size ? cq->soft_size : 64;
 		     size < cq->soft_used + n; size *= 2)
@@ -123,6 +124,7 @@ int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n)
 	}
 	cq->soft_used += n;
 out:
+	ibf_lock_release(&cq->soft_lock);
 	ibf_lock_release(&cq->lock);
 	return ret;
 }
@@ -134,38 +136,96 @@ void ibf_cq_soft_unreserve(struct ibf_cq *cq, uint32_t n)
 	ibf_lock_release(&cq->lock);
 }
 
-/* Reservations make room certain: one slot per record that can be queued. */
-void ibf_cq_soft_push_locked(struct ibf_cq *cq, struct ibf_op *op)
-{
-	cq->soft[cq->soft_tail++ & (cq->soft_size - 1)] = op;
-}
-
+/*
+ * Reservations make room certain: one slot per record that can be queued.
+ * Producers (any endpoint, holding any CQ's lock or none) serialise on
+ * soft_lock, a leaf lock; the reader, under cq->lock, takes entries up to
+ * the tail it loads, so it never needs soft_lock to read.
+ */
 void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op)
 {
-	ibf_lock_acquire(&cq->lock);
-	ibf_cq_soft_push_locked(cq, op);
-	ibf_lock_release(&cq->lock);
-	/* A waiter blocked on the channel would not see it otherwise. */
-	if (cq->channel)
+	uint32_t tail;
+
+	ibf_lock_acquire(&cq->soft_lock);
+	tail = cq->soft_tail;
+	cq->soft[tail & (cq->soft_size - 1)] = op;
+	__atomic_store_n(&cq->soft_tail, tail + 1, __ATOMIC_SEQ_CST);
+	ibf_lock_release(&cq->soft_lock);
+	/* Someone passed fi_trywait and may sleep on the fd: wake it. */
+	if (cq->channel && __atomic_load_n(&cq->waiting, __ATOMIC_SEQ_CST))
 		ibf_waitfd_raise(&cq->wait);
 }
 
-/* Take the ops of one endpoint out of the soft ring (it is closing). */
-static void ibf_cq_soft_purge(struct ibf_cq *cq, struct ibf_ep *ep)
+/* Take a closing endpoint's ops out of the soft ring. */
+static void ibf_cq_soft_purge(struct ibf_cq *cq, const struct ibf_drain *d)
 {
 	uint32_t i, kept = cq->soft_head;
 
+	ibf_lock_acquire(&cq->soft_lock);
 	for (i = cq->soft_head; i != cq->soft_tail; i++) {
 		struct ibf_op *op = cq->soft[i & (cq->soft_size - 1)];
 
-		if (op->ep != ep)
+		if (!d->soft_mine(op, d->arg))
 			cq->soft[kept++ & (cq->soft_size - 1)] = op;
 	}
 	cq->soft_tail = kept;
+	ibf_lock_release(&cq->soft_lock);
 }
 
-/* Called with cq->lock held.  Returns completions written, or -FI_E*. */
-static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
+/*
+ * RDM endpoints bound here: their completions go to a CQ of their own,
+ * which reading either of their CQs progresses (data moves in fi_cq_read:
+ * FI_PROGRESS_MANUAL), and whose channel this CQ's wait object watches.
+ */
+static inline void ibf_cq_progress_rdm(struct ibf_cq *cq)
+{
+	int i;
+
+	for (i = 0; i < cq->nrdm; i++)
+		ibf_rdm_progress(cq->rdm[i]);
+}
+
+int ibf_cq_add_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd)
+{
+	struct ibf_rdm_ep **tmp;
+	int ret = 0;
+
+	if (cq->channel && fd >= 0 && (ret = ibf_waitfd_watch(&cq->wait, fd)))
+		return ret;
+	ibf_lock_acquire(&cq->lock);
+	tmp = realloc(cq->rdm, (cq->nrdm + 1) * sizeof(*tmp));
+	if (tmp) {
+		cq->rdm = tmp;
+		cq->rdm[cq->nrdm++] = ep;
+	}
+	ibf_lock_release(&cq->lock);
+	if (!tmp && cq->channel && fd >= 0)
+		ibf_waitfd_unwatch(&cq->wait, fd);
+	return tmp ? 0 : -FI_ENOMEM;
+}
+
+void ibf_cq_del_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd)
+{
+	int i;
+
+	ibf_lock_acquire(&cq->lock);
+	for (i = 0; i < cq->nrdm; i++) {
+		if (cq->rdm[i] == ep) {
+			cq->rdm[i] = cq->rdm[--cq->nrdm];
+			break;
+		}
+	}
+	ibf_lock_release(&cq->lock);
+	if (cq->channel && fd >= 0)
+		ibf_waitfd_unwatch(&cq->wait, fd);
+}
+
+/*
+ * Called with cq->lock held.  Returns completions written, or -FI_E*.
+ * src, if not NULL, gets each completion's source (FI_SOURCE).
+ */
+static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
+			   fi_addr_t *src)
 {
 	size_t n = 0;
 	struct ibv_wc *wc;
@@ -173,8 +233,13 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 	uint64_t clear;
 	int polled;
 
+	if (unlikely(cq->nrdm))
+		ibf_cq_progress_rdm(cq);
+	if (unlikely(cq->waiting))
+		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
 	while (n < count && !cq->has_err) {
-		if (unlikely(cq->soft_head != cq->soft_tail)) {
+		if (unlikely(cq->soft_head !=
+			     __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))) {
 			op = cq->soft[cq->soft_head & (cq->soft_size - 1)];
 			if (op->err) {
 				cq->has_err = 2;	/* a soft error, at soft_head */
@@ -183,6 +248,8 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 			cq->soft_head++;
 			ibf_cq_write(cq, (char *)buf + n * cq->entry_size, op->context,
 				     op->flags, op->len, op->buf, op->data, op->tag);
+			if (src)
+				src[n] = op->src;
 			n++;
 			ibf_op_release(op);
 			continue;
@@ -215,6 +282,8 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 		if (op->user_comp || (wc->wc_flags & IBV_WC_WITH_IMM)) {
 			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op,
 				    clear);
+			if (src)
+				src[n] = FI_ADDR_NOTAVAIL;
 			n++;
 		}
 		ibf_op_release(op);	/* after the last read of *op */
@@ -224,7 +293,8 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count)
 	return cq->has_err ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
-static ssize_t ibf_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
+static ssize_t ibf_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			       fi_addr_t *src_addr)
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
 	ssize_t ret;
@@ -232,20 +302,14 @@ static ssize_t ibf_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
 	if (unlikely(!buf && count))
 		return -FI_EINVAL;
 	ibf_lock_acquire(&cq->lock);
-	ret = ibf_cq_poll(cq, buf, count);
+	ret = ibf_cq_poll(cq, buf, count, src_addr);
 	ibf_lock_release(&cq->lock);
 	return ret;
 }
 
-static ssize_t ibf_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
-			       fi_addr_t *src_addr)
+static ssize_t ibf_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
 {
-	ssize_t ret = ibf_cq_read(cq_fid, buf, count), i;
-
-	/* A connected endpoint has no address vector: sources are unknown. */
-	for (i = 0; src_addr && i < ret; i++)
-		src_addr[i] = FI_ADDR_NOTAVAIL;
-	return ret;
+	return ibf_cq_readfrom(cq_fid, buf, count, NULL);
 }
 
 static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err,
@@ -340,16 +404,20 @@ static int ibf_cq_arm(struct ibf_cq *cq)
 
 int ibf_cq_trywait(struct ibf_cq *cq)
 {
-	int ret;
+	int ret, i;
 
 	if (!cq->channel)
 		return -FI_EINVAL;
 	ibf_lock_acquire(&cq->lock);
+	/* Before looking at the soft ring: a producer after us will wake us. */
+	__atomic_store_n(&cq->waiting, 1, __ATOMIC_SEQ_CST);
 	ibf_cq_take_events(cq);
 	ret = ibf_cq_arm(cq);
 	if (!ret && (cq->has_err || cq->wc_next < cq->wc_count ||
-		     cq->soft_head != cq->soft_tail))
+		     cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_SEQ_CST)))
 		ret = -FI_EAGAIN;
+	for (i = 0; !ret && i < cq->nrdm; i++)
+		ret = ibf_rdm_trywait(cq->rdm[i]);
 	if (!ret) {
 		/* Armed: anything polled now would not raise an event. */
 		cq->wc_count = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, cq->wc);
@@ -363,8 +431,8 @@ int ibf_cq_trywait(struct ibf_cq *cq)
 	return ret;
 }
 
-static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
-			    const void *cond, int timeout)
+static ssize_t ibf_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+				fi_addr_t *src_addr, const void *cond, int timeout)
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
 	struct timespec deadline;
@@ -377,7 +445,7 @@ static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
 	}
 	ibf_deadline(&deadline, timeout);
 	for (;;) {
-		ret = ibf_cq_read(cq_fid, buf, count);
+		ret = ibf_cq_readfrom(cq_fid, buf, count, src_addr);
 		if (ret != -FI_EAGAIN)
 			return ret;
 		ret = ibf_cq_trywait(cq);
@@ -392,20 +460,16 @@ static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
 			return ret;
 		/* fi_cq_signal, or a completion made by the provider. */
 		if (ibf_waitfd_lower(&cq->wait))
-			return ibf_cq_read(cq_fid, buf, count);
+			return ibf_cq_readfrom(cq_fid, buf, count, src_addr);
 		if (ret == 0 && timeout >= 0 && !ibf_ms_left(&deadline))
-			return ibf_cq_read(cq_fid, buf, count);
+			return ibf_cq_readfrom(cq_fid, buf, count, src_addr);
 	}
 }
 
-static ssize_t ibf_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
-				fi_addr_t *src_addr, const void *cond, int timeout)
+static ssize_t ibf_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count,
+			    const void *cond, int timeout)
 {
-	ssize_t ret = ibf_cq_sread(cq_fid, buf, count, cond, timeout), i;
-
-	for (i = 0; src_addr && i < ret; i++)
-		src_addr[i] = FI_ADDR_NOTAVAIL;
-	return ret;
+	return ibf_cq_sreadfrom(cq_fid, buf, count, NULL, cond, timeout);
 }
 
 static int ibf_cq_signal(struct fid_cq *cq_fid)
@@ -441,11 +505,13 @@ static void ibf_cq_destroy(struct ibf_cq *cq)
 {
 	free(cq->wc);
 	free(cq->soft);
+	free(cq->rdm);
 	if (cq->cq)
 		ibv_destroy_cq(cq->cq);
 	if (cq->channel)
 		ibv_destroy_comp_channel(cq->channel);
 	ibf_waitfd_close(&cq->wait);
+	ibf_lock_fini(&cq->soft_lock);
 	ibf_lock_fini(&cq->lock);
 	free(cq);
 }
@@ -549,30 +615,15 @@ static int ibf_cq_park(struct ibf_cq *cq, const struct ibv_wc *wc)
 	return 0;
 }
 
-/* A completion of a closing endpoint's QP, never to be reported. */
-static void ibf_cq_drop(struct ibf_op *op)
-{
-	if (op->kind == IBF_OP_BOUNCE)
-		ibf_tagged_drop(op);
-	else
-		ibf_op_release(op);
-}
-
-static int ibf_ring_empty(struct ibf_ring *r)
-{
-	return !r || r->head == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-}
-
 /*
- * An endpoint is closing and its QP is in the error state, so every work
- * request it still has will complete (flushed).  Take the QP's completions
- * out of the CQ, keeping everyone else's in order, until the rings that
- * complete here (r2 may be NULL) are empty.
- * Afterwards no completion in this CQ points into its rings.  Returns
- * with the rings empty, or after a second if the device never flushes.
+ * An endpoint is closing and its QPs are in the error state, so every work
+ * request it still has will complete (flushed).  Take its completions out
+ * of the CQ, keeping everyone else's in order, until it has none left to
+ * flush.  Afterwards no completion in this CQ points into its memory.
+ * Returns when d->busy() says so, or after a second if the device never
+ * flushes.
  */
-void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
-		     struct ibf_ring *r2, struct ibf_ep *ep)
+void ibf_cq_drain(struct ibf_cq *cq, const struct ibf_drain *d)
 {
 	struct ibv_wc wc[IBF_CQ_BATCH];
 	struct timespec start, now;
@@ -580,22 +631,21 @@ void ibf_cq_drain_qp(struct ibf_cq *cq, uint32_t qp_num, struct ibf_ring *r1,
 
 	ibf_lock_acquire(&cq->lock);
 	for (i = kept = cq->wc_next; i < cq->wc_count; i++) {
-		if (cq->wc[i].qp_num == qp_num)
-			ibf_cq_drop((struct ibf_op *)(uintptr_t)cq->wc[i].wr_id);
+		if (d->mine(&cq->wc[i], d->arg))
+			d->drop(&cq->wc[i], d->arg);
 		else
 			cq->wc[kept++] = cq->wc[i];
 	}
-	if (ep && cq->soft)
-		ibf_cq_soft_purge(cq, ep);
+	if (cq->soft && d->soft_mine)
+		ibf_cq_soft_purge(cq, d);
 	cq->wc_count = kept;
 	cq->has_err = 0;	/* the next poll finds a kept error again */
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (!ibf_ring_empty(r1) || !ibf_ring_empty(r2) ||
-	       (ep && ep->tagged && ibf_tagged_outstanding(ep))) {
+	while (d->busy(d->arg)) {
 		n = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, wc);
 		for (i = 0; i < n; i++) {
-			if (wc[i].qp_num == qp_num)
-				ibf_cq_drop((struct ibf_op *)(uintptr_t)wc[i].wr_id);
+			if (d->mine(&wc[i], d->arg))
+				d->drop(&wc[i], d->arg);
 			else if (ibf_cq_park(cq, &wc[i]))
 				IBF_WARN(FI_LOG_CQ, "no memory to keep a completion "
 					 "while closing an endpoint: it is lost\n");
@@ -667,6 +717,7 @@ int ibf_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 		     FI_CQ_FORMAT_CONTEXT : attr->format;
 	cq->entry_size = ibf_cq_entry_size(cq->format);
 	ibf_lock_init(&cq->lock, ibf_threading_needs_lock(dom->info->domain_attr->threading));
+	ibf_lock_init(&cq->soft_lock, cq->lock.enabled);
 	if (attr->wait_obj != FI_WAIT_NONE) {
 		ret = ibf_cq_make_wait(cq);
 		if (ret) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf.h"
+#include "ibf_rdm.h"
 
 static int ibf_domain_close(struct fid *fid)
 {
@@ -42,14 +42,6 @@ static struct ibv_context *ibf_find_device(struct ibv_context **list,
 		if (!strcmp(ibv_get_device_name((*list)->device), name))
 			return *list;
 	return NULL;
-}
-
-static int ibf_domain_no_av(struct fid_domain *domain, struct fi_av_attr *attr,
-			    struct fid_av **av, void *context)
-{
-	IBF_WARN(FI_LOG_DOMAIN, "address vectors come with FI_EP_RDM; "
-		 "FI_EP_MSG endpoints connect with fi_connect\n");
-	return -FI_ENOSYS;
 }
 
 static int ibf_domain_no_scalable_ep(struct fid_domain *domain,
@@ -110,7 +102,7 @@ static struct fi_ops ibf_domain_fi_ops = {
 
 static struct fi_ops_domain ibf_domain_ops = {
 	.size = sizeof(struct fi_ops_domain),
-	.av_open = ibf_domain_no_av,
+	.av_open = ibf_av_open,
 	.cq_open = ibf_cq_open,
 	.endpoint = ibf_ep_open,
 	.scalable_ep = ibf_domain_no_scalable_ep,

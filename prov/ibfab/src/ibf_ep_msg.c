@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf.h"
+#include "ibf_rdm.h"
 
 static uint32_t ibf_pow2_up(size_t n)
 {
@@ -251,12 +251,69 @@ static int ibf_ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
+/* What a closing MSG endpoint drains from one CQ. */
+struct ibf_ep_drain {
+	struct ibf_ep *ep;
+	uint32_t qp_num;
+	struct ibf_ring *r1, *r2;	/* rings completing here, or NULL */
+	int soft;			/* its soft completions go here */
+};
+
+static int ibf_ring_empty(struct ibf_ring *r)
+{
+	return !r || r->head == __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+}
+
+static int ibf_ep_drain_mine(const struct ibv_wc *wc, void *arg)
+{
+	return wc->qp_num == ((struct ibf_ep_drain *)arg)->qp_num;
+}
+
+static void ibf_ep_drain_drop(const struct ibv_wc *wc, void *arg)
+{
+	struct ibf_op *op = (struct ibf_op *)(uintptr_t)wc->wr_id;
+
+	if (op->kind == IBF_OP_BOUNCE)
+		ibf_tagged_drop(op);
+	else
+		ibf_op_release(op);
+}
+
+static int ibf_ep_drain_busy(void *arg)
+{
+	struct ibf_ep_drain *d = arg;
+
+	return !ibf_ring_empty(d->r1) || !ibf_ring_empty(d->r2) ||
+	       (d->soft && d->ep->tagged && ibf_tagged_outstanding(d->ep));
+}
+
+static int ibf_ep_drain_soft(const struct ibf_op *op, void *arg)
+{
+	struct ibf_ep_drain *d = arg;
+
+	return d->soft && op->ep == d->ep;
+}
+
+static void ibf_ep_drain_cq(struct ibf_ep *ep, struct ibf_cq *cq,
+			    struct ibf_ring *r1, struct ibf_ring *r2, int soft)
+{
+	struct ibf_ep_drain arg = { ep, ep->id->qp->qp_num, r1, r2, soft };
+	struct ibf_drain d = {
+		.mine = ibf_ep_drain_mine,
+		.drop = ibf_ep_drain_drop,
+		.busy = ibf_ep_drain_busy,
+		.soft_mine = ibf_ep_drain_soft,
+		.arg = &arg,
+	};
+
+	ibf_cq_drain(cq, &d);
+}
+
 /* Flush the QP and take its completions out of the CQs before freeing. */
 static void ibf_ep_flush(struct ibf_ep *ep)
 {
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
 	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
-	uint32_t qp_num = ep->id->qp->qp_num;
 
 	/* An SRQ's receives stay posted; only those already taken drain.
 	 * Tagged mode's receives are its bounces, counted apart. */
@@ -264,10 +321,10 @@ static void ibf_ep_flush(struct ibf_ep *ep)
 
 	ibv_modify_qp(ep->id->qp, &attr, IBV_QP_STATE);
 	if (scq == rcq) {
-		ibf_cq_drain_qp(scq, qp_num, &ep->tx, rx, ep);
+		ibf_ep_drain_cq(ep, scq, &ep->tx, rx, 1);
 	} else {
-		ibf_cq_drain_qp(scq, qp_num, &ep->tx, NULL, NULL);
-		ibf_cq_drain_qp(rcq, qp_num, rx, NULL, ep);
+		ibf_ep_drain_cq(ep, scq, &ep->tx, NULL, 0);
+		ibf_ep_drain_cq(ep, rcq, rx, NULL, 1);
 	}
 }
 
@@ -466,6 +523,8 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	struct ibf_ep *ep;
 	int ret;
 
+	if (info && ep_fid && info->ep_attr && info->ep_attr->type == FI_EP_RDM)
+		return ibf_rdm_ep_open(domain_fid, info, ep_fid, context);
 	if (!info || !ep_fid || (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
 				 info->ep_attr->type != FI_EP_UNSPEC)) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_endpoint needs an FI_EP_MSG info "

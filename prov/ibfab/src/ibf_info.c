@@ -333,12 +333,14 @@ static int ibf_addr_wanted(const struct ibf_port_addr *pa,
 static struct fi_info *ibf_info_for(const struct ibf_port_addr *pa,
 				    const struct ibf_addr_req *req,
 				    uint32_t version, const struct fi_info *hints,
-				    char *why, size_t why_len)
+				    int rdm, char *why, size_t why_len)
 {
+	const struct sockaddr *src = (const struct sockaddr *)&pa->addr;
 	struct fi_info *info;
 	size_t len;
 
-	info = ibf_info_template(&pa->lim, (const struct sockaddr *)&pa->addr);
+	info = rdm ? ibf_info_template_rdm(&pa->lim, src) :
+		     ibf_info_template(&pa->lim, src);
 	if (!info)
 		return NULL;
 	if (ibf_info_match(info, version, hints, why, why_len))
@@ -370,9 +372,19 @@ int ibf_getinfo(uint32_t version, const char *node, const char *service,
 	struct ibf_addr_req req;
 	struct ibf_port_addr *pa;
 	char why[256] = "";
-	int n, i, ret;
+	int n, i, ret, rdm;
 
 	*info = NULL;
+	if (flags & IBF_CORE_PROV_ONLY) {
+		/*
+		 * A utility provider (ofi_rxm) looking for a core to layer its
+		 * RDM endpoints on: ibfab's own RDM endpoints do that job, and
+		 * one RDM path per device is what FI_PROVIDER=ibfab should give.
+		 */
+		IBF_INFO(FI_LOG_CORE, "not offered as a core under a utility "
+			 "provider: ibfab has native FI_EP_RDM endpoints\n");
+		return -FI_ENODATA;
+	}
 	ret = ibf_addr_request(node, service, flags, hints, &req);
 	if (ret)
 		return ret == -FI_EINVAL ? -FI_EINVAL : -FI_ENODATA;
@@ -385,14 +397,18 @@ int ibf_getinfo(uint32_t version, const char *node, const char *service,
 		if (ret)
 			goto out;
 	}
-	for (i = 0; i < n; i++) {
-		if (!ibf_addr_wanted(&pa[i], &req, &route_local))
-			continue;
-		cur = ibf_info_for(&pa[i], &req, version, hints, why, sizeof(why));
-		if (!cur)
-			continue;
-		*tail = cur;
-		tail = &cur->next;
+	/* RDM entries first: what a caller without an ep_type wants most. */
+	for (rdm = 1; rdm >= 0; rdm--) {
+		for (i = 0; i < n; i++) {
+			if (!ibf_addr_wanted(&pa[i], &req, &route_local))
+				continue;
+			cur = ibf_info_for(&pa[i], &req, version, hints, rdm,
+					   why, sizeof(why));
+			if (!cur)
+				continue;
+			*tail = cur;
+			tail = &cur->next;
+		}
 	}
 	if (!head) {
 		IBF_INFO(FI_LOG_CORE, "no match: %s\n",

@@ -88,6 +88,57 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 	return info;
 }
 
+#define IBF_RDM_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | IBF_DOMAIN_CAPS)
+#define IBF_RDM_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | \
+			 FI_SOURCE | IBF_DOMAIN_CAPS)
+/* Given only to those who ask: they change what receives match. */
+#define IBF_RDM_ASKED_CAPS (FI_DIRECTED_RECV | FI_SOURCE)
+
+static int ibf_is_rdm(const struct fi_info *info)
+{
+	return info->ep_attr->type == FI_EP_RDM;
+}
+
+/*
+ * FI_EP_RDM (ibf_rdm_*.c): messages and tags over connections made on
+ * demand.  Buffers need no registration (mr_mode 0): eager messages are
+ * copied, large ones registered by ibfab.  Data moves when the CQ is read.
+ */
+struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
+				      const struct sockaddr *src)
+{
+	struct fi_info *info = ibf_info_template(lim, src);
+
+	if (!info)
+		return NULL;
+	info->caps = IBF_RDM_TX_CAPS | IBF_RDM_RX_CAPS;
+	info->mode = 0;
+	info->tx_attr->caps = IBF_RDM_TX_CAPS;
+	info->tx_attr->msg_order = FI_ORDER_SAS;
+	info->tx_attr->comp_order = FI_ORDER_NONE;
+	info->tx_attr->inject_size = ibf_params.eager_size;
+	info->tx_attr->size = IBF_MIN(lim->max_qp_wr, 16384);
+	info->tx_attr->iov_limit = IBF_MIN(lim->max_sge, IBF_RDM_IOV_LIMIT);
+	info->tx_attr->rma_iov_limit = 0;
+	info->rx_attr->caps = IBF_RDM_RX_CAPS;
+	info->rx_attr->mode = 0;
+	info->rx_attr->msg_order = FI_ORDER_SAS;
+	info->rx_attr->comp_order = FI_ORDER_NONE;
+	info->rx_attr->size = IBF_MIN(lim->max_qp_wr, 16384);
+	info->rx_attr->iov_limit = IBF_MIN(lim->max_sge, IBF_RDM_IOV_LIMIT);
+	info->ep_attr->type = FI_EP_RDM;
+	/* Large messages are read in pieces of the port's max_msg_sz. */
+	info->ep_attr->max_msg_size = IBF_RDM_MAX_MSG_SIZE;
+	info->ep_attr->max_order_raw_size = 0;
+	info->ep_attr->max_order_waw_size = 0;
+	info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;	/* FI_TAG_GENERIC */
+	info->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	info->domain_attr->mr_mode = 0;
+	info->domain_attr->cq_data_size = IBF_RDM_CQ_DATA_SIZE;
+	info->domain_attr->max_ep_srx_ctx = 0;
+	return info;
+}
+
 /* Say which hint cannot be met; always -FI_ENODATA. */
 static int __attribute__((format(printf, 3, 4)))
 ibf_nomatch(char *why, size_t why_len, const char *fmt, ...)
@@ -152,7 +203,11 @@ static int ibf_match_ep(const struct fi_info *tmpl, const struct fi_ep_attr *h,
 	const struct fi_ep_attr *t = tmpl->ep_attr;
 
 	if (h->type != FI_EP_UNSPEC && h->type != t->type)
-		return ibf_nomatch(why, why_len, "ep_type %d: ibfab offers FI_EP_MSG", h->type);
+		return ibf_nomatch(why, why_len, "ep_type %d: ibfab offers FI_EP_MSG and "
+			    "FI_EP_RDM", h->type);
+	if (t->type == FI_EP_RDM && h->rx_ctx_cnt == FI_SHARED_CONTEXT)
+		return ibf_nomatch(why, why_len, "rx_ctx_cnt FI_SHARED_CONTEXT: an RDM endpoint "
+			    "shares its receive buffers among all its peers already");
 	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != t->protocol)
 		return ibf_nomatch(why, why_len, "protocol %d: ibfab speaks FI_PROTO_RDMA_CM_IB_RC",
 			    h->protocol);
@@ -194,6 +249,13 @@ static int ibf_match_domain(const struct fi_info *tmpl, uint32_t version,
 			    "contexts per endpoint");
 	if (h->auth_key_size)
 		return ibf_nomatch(why, why_len, "auth_key: not supported");
+	if (ibf_is_rdm(tmpl)) {
+		if (h->data_progress == FI_PROGRESS_AUTO)
+			return ibf_nomatch(why, why_len, "data_progress FI_PROGRESS_AUTO: "
+				    "ibfab's RDM endpoints move data when the "
+				    "CQ is read (FI_PROGRESS_MANUAL)");
+		return 0;	/* any mr_mode: no registration is needed */
+	}
 	return ibf_match_mr_mode(version, hints, why, why_len);
 }
 
@@ -241,7 +303,7 @@ static int ibf_match_rx(const struct fi_rx_attr *t, const struct fi_rx_attr *h,
 	if (h->comp_order & ~FI_ORDER_STRICT)
 		return ibf_nomatch(why, why_len, "rx comp_order %#llx not supported",
 			    (unsigned long long)h->comp_order);
-	if (h->total_buffered_recv)
+	if (h->total_buffered_recv && !(t->caps & FI_DIRECTED_RECV))
 		return ibf_nomatch(why, why_len, "total_buffered_recv %zu: ibfab buffers no receives on "
 			    "FI_EP_MSG", h->total_buffered_recv);
 	if (h->size > t->size)
@@ -284,7 +346,7 @@ int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
 	if (hints->ep_attr &&
 	    (ret = ibf_match_ep(tmpl, hints->ep_attr, why, why_len)))
 		return ret;
-	if ((hints->caps & FI_TAGGED) && hints->ep_attr &&
+	if ((hints->caps & FI_TAGGED) && hints->ep_attr && !ibf_is_rdm(tmpl) &&
 	    hints->ep_attr->max_msg_size > ibf_params.eager_size)
 		return ibf_nomatch(why, why_len, "max_msg_size %zu with FI_TAGGED: "
 			    "tagged FI_EP_MSG endpoints carry at most "
@@ -300,7 +362,7 @@ int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
 	    (ret = ibf_match_rx(tmpl->rx_attr, hints->rx_attr, why, why_len)))
 		return ret;
 	if (hints->domain_attr && hints->domain_attr->cq_data_size &&
-	    !ibf_hints_rx_cq_data(hints))
+	    !ibf_is_rdm(tmpl) && !ibf_hints_rx_cq_data(hints))
 		return ibf_nomatch(why, why_len, "cq_data_size %zu needs mode FI_RX_CQ_DATA: remote CQ "
 			    "data consumes a posted receive",
 			    hints->domain_attr->cq_data_size);
@@ -328,6 +390,8 @@ static uint64_t ibf_narrow_caps(uint64_t offered, uint64_t asked)
  */
 static void ibf_narrow_tagged(struct fi_info *info, const struct fi_info *hints)
 {
+	if (ibf_is_rdm(info))
+		return;
 	if (!hints || !(hints->caps & FI_TAGGED)) {
 		info->caps &= ~FI_TAGGED;
 		info->tx_attr->caps &= ~FI_TAGGED;
@@ -340,6 +404,55 @@ static void ibf_narrow_tagged(struct fi_info *info, const struct fi_info *hints)
 	info->ep_attr->max_order_raw_size = 0;
 	info->ep_attr->max_order_waw_size = 0;
 	info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;	/* FI_TAG_GENERIC */
+}
+
+/* The domain attributes a caller may choose. */
+static void ibf_narrow_domain(struct fi_info *info, const struct fi_domain_attr *hd)
+{
+	if (hd->threading != FI_THREAD_UNSPEC)
+		info->domain_attr->threading = hd->threading;
+	if (hd->control_progress != FI_PROGRESS_UNSPEC)
+		info->domain_attr->control_progress = hd->control_progress;
+	if (hd->data_progress != FI_PROGRESS_UNSPEC)
+		info->domain_attr->data_progress = hd->data_progress;
+	if (hd->av_type != FI_AV_UNSPEC)
+		info->domain_attr->av_type = hd->av_type;
+}
+
+/* RDM caps: what was asked (or everything), FI_DIRECTED_RECV and
+ * FI_SOURCE only if asked. */
+static uint64_t ibf_narrow_rdm_caps(uint64_t offered, uint64_t asked)
+{
+	if (!(asked & IBF_MSG_PRIMARY_CAPS))
+		return (offered & ~IBF_RDM_ASKED_CAPS) | (asked & offered);
+	return (asked & offered) | (offered & IBF_DOMAIN_CAPS);
+}
+
+static int ibf_narrow_rdm(struct fi_info *info, uint32_t version,
+			  const struct fi_info *hints)
+{
+	const struct fi_domain_attr *hd = hints->domain_attr;
+
+	info->caps = ibf_narrow_rdm_caps(info->caps, hints->caps);
+	info->tx_attr->caps = ibf_narrow_rdm_caps(info->tx_attr->caps,
+						  hints->caps & info->tx_attr->caps);
+	info->rx_attr->caps = ibf_narrow_rdm_caps(info->rx_attr->caps,
+						  hints->caps & info->rx_attr->caps);
+	if (hints->tx_attr)
+		info->tx_attr->op_flags = hints->tx_attr->op_flags;
+	if (hints->rx_attr)
+		info->rx_attr->op_flags = hints->rx_attr->op_flags;
+	if (!hd)
+		return 0;
+	ibf_narrow_domain(info, hd);
+	/* Registration is never needed; say so in the caller's dialect. */
+	if (ibf_hints_mr_basic(version, hints))
+		info->domain_attr->mr_mode = FI_MR_BASIC;
+	else if (hd->mr_mode == FI_MR_SCALABLE)
+		info->domain_attr->mr_mode = FI_MR_SCALABLE;
+	else
+		info->domain_attr->mr_mode = 0;
+	return 0;
 }
 
 /* Turn a matched template into the answer: maxima become chosen values. */
@@ -364,6 +477,8 @@ int ibf_info_narrow(struct fi_info *info, uint32_t version,
 	if (!hints)
 		return 0;
 
+	if (ibf_is_rdm(info))
+		return ibf_narrow_rdm(info, version, hints);
 	info->caps = ibf_narrow_caps(info->caps, hints->caps);
 	tx->caps = ibf_narrow_caps(tx->caps, hints->caps & tx->caps);
 	rx->caps = ibf_narrow_caps(rx->caps, hints->caps & rx->caps);
@@ -385,14 +500,7 @@ int ibf_info_narrow(struct fi_info *info, uint32_t version,
 	}
 	if (!hd)
 		return 0;
-	if (hd->threading != FI_THREAD_UNSPEC)
-		info->domain_attr->threading = hd->threading;
-	if (hd->control_progress != FI_PROGRESS_UNSPEC)
-		info->domain_attr->control_progress = hd->control_progress;
-	if (hd->data_progress != FI_PROGRESS_UNSPEC)
-		info->domain_attr->data_progress = hd->data_progress;
-	if (hd->av_type != FI_AV_UNSPEC)
-		info->domain_attr->av_type = hd->av_type;
+	ibf_narrow_domain(info, hd);
 	if (ibf_hints_mr_basic(version, hints)) {
 		info->domain_attr->mr_mode = FI_MR_BASIC;
 		info->mode |= FI_LOCAL_MR;

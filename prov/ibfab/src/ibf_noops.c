@@ -169,3 +169,65 @@ ssize_t ibf_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
 {
 	return -FI_ENOSYS;
 }
+
+static ssize_t ibf_no_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			   fi_addr_t src_addr, uint64_t addr, uint64_t key,
+			   void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static ssize_t ibf_no_readv(struct fid_ep *ep, const struct iovec *iov,
+			    void **desc, size_t count, fi_addr_t src_addr,
+			    uint64_t addr, uint64_t key, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static ssize_t ibf_no_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg,
+			      uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+static ssize_t ibf_no_write(struct fid_ep *ep, const void *buf, size_t len,
+			    void *desc, fi_addr_t dest_addr, uint64_t addr,
+			    uint64_t key, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static ssize_t ibf_no_writedata(struct fid_ep *ep, const void *buf, size_t len,
+				void *desc, uint64_t data, fi_addr_t dest_addr,
+				uint64_t addr, uint64_t key, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static ssize_t ibf_no_rma_inject(struct fid_ep *ep, const void *buf, size_t len,
+				 fi_addr_t dest_addr, uint64_t addr, uint64_t key)
+{
+	return -FI_ENOSYS;
+}
+
+static ssize_t ibf_no_rma_injectdata(struct fid_ep *ep, const void *buf,
+				     size_t len, uint64_t data,
+				     fi_addr_t dest_addr, uint64_t addr,
+				     uint64_t key)
+{
+	return -FI_ENOSYS;
+}
+
+/* RMA on RDM endpoints comes with the one-sided work; until then: ENOSYS. */
+struct fi_ops_rma ibf_no_rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = ibf_no_read,
+	.readv = ibf_no_readv,
+	.readmsg = ibf_no_readmsg,
+	.write = ibf_no_write,
+	.writev = ibf_no_readv,
+	.writemsg = ibf_no_readmsg,
+	.inject = ibf_no_rma_inject,
+	.writedata = ibf_no_writedata,
+	.injectdata = ibf_no_rma_injectdata,
+};

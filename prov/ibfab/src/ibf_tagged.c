@@ -193,7 +193,7 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 		b->data = ntohl(wc->imm_data);
 		b->tag = 0;
 		b->err = 0;
-		ibf_cq_soft_push_locked(cq, b);
+		ibf_cq_soft_push(cq, b);
 		return;
 	}
 	b->len = wc->byte_len;
@@ -210,7 +210,7 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 		return;
 	ibf_deliver(t, r, b);
 	ibf_bounce_post(t, b);
-	ibf_cq_soft_push_locked(cq, &t->urecv[r]);
+	ibf_cq_soft_push(cq, &t->urecv[r]);
 }
 
 void ibf_tagged_release(struct ibf_op *op)
@@ -444,6 +444,7 @@ int ibf_tagged_init(struct ibf_ep *ep)
 	}
 	for (i = 0; i < t->nurecv; i++) {
 		t->urecv[i].kind = IBF_OP_URECV;
+		t->urecv[i].src = FI_ADDR_NOTAVAIL;
 		t->urecv[i].ep = ep;
 		t->urecv[i].user_comp = 1;
 		t->urecv_next[i] = i + 1 < t->nurecv ? (int)i + 1 : -1;

@@ -108,6 +108,21 @@ err:
 	return ret ? ret : -FI_EOTHER;
 }
 
+int ibf_waitfd_watch(struct ibf_waitfd *w, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ret = ibf_fd_set_nonblock(fd);
+
+	if (ret)
+		return ret;
+	return epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
+}
+
+void ibf_waitfd_unwatch(struct ibf_waitfd *w, int fd)
+{
+	epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+}
+
 void ibf_waitfd_close(struct ibf_waitfd *w)
 {
 	if (w->epoll_fd >= 0)

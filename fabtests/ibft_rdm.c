@@ -1,0 +1,935 @@
+/*
+ * FI_EP_RDM: address vectors, messaging and tag matching between
+ * endpoints, for any provider (-p ibfab, -p "verbs;ofi_rxm").
+ *
+ *   ibft_rdm -s ADDR0 [-d ADDR1] [-t TEST] [-m MAX_SIZE] [-n ITERS]
+ *
+ * Endpoints are opened in this process (and, for the tests that need a
+ * second process, in a forked child) alternately on ADDR0 and ADDR1: with
+ * two addresses on two devices the traffic crosses the wire, with one it
+ * loops back.  Every endpoint's CQ is read while any is waited for, since
+ * progress may be manual.
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ibft.h"
+
+#define MAX_NODES 10
+#define COMP_RING 1024
+#define WAIT_MS 20000
+
+struct comp {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+	int err;		/* 0, or the error entry's err */
+	size_t olen;
+};
+
+struct node {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	uint8_t name[64];
+	size_t namelen;
+	fi_addr_t peer[MAX_NODES];	/* each node's fi_addr in our AV */
+	struct comp ring[COMP_RING];
+	unsigned head, tail;
+};
+
+static struct node *nodes[MAX_NODES];
+static int nnodes;
+
+static struct fi_info *rdm_hints(uint64_t caps)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	h->fabric_attr->prov_name = strdup(ibft_opts.prov);
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = caps;
+	h->mode = FI_CONTEXT;
+	h->domain_attr->mr_mode = 0;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	return h;
+}
+
+static const char *node_addr(int i)
+{
+	return (i % 2 && ibft_opts.dst) ? ibft_opts.dst : ibft_opts.src;
+}
+
+/* Open an endpoint on the i-th address; NULL (and a failed check) if not. */
+static struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
+{
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_info *hints = rdm_hints(caps);
+	struct node *n = calloc(1, sizeof(*n));
+	int ret;
+
+	ret = fi_getinfo(FI_VERSION(1, 17), node_addr(i), NULL, FI_SOURCE,
+			 hints, &n->info);
+	fi_freeinfo(hints);
+	if (ret) {
+		IBFT_CHECK(0, "rdm-open", "fi_getinfo(%s): %s", node_addr(i),
+			   fi_strerror(-ret));
+		free(n);
+		return NULL;
+	}
+	ret = fi_fabric(n->info->fabric_attr, &n->fabric, NULL);
+	if (!ret)
+		ret = fi_domain(n->fabric, n->info, &n->domain, NULL);
+	if (!ret)
+		ret = fi_av_open(n->domain, &av_attr, &n->av, NULL);
+	if (!ret)
+		ret = fi_cq_open(n->domain, &cq_attr, &n->cq, NULL);
+	if (!ret)
+		ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV | cq_flags);
+	if (!ret)
+		ret = fi_enable(n->ep);
+	n->namelen = sizeof(n->name);
+	if (!ret)
+		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
+	if (ret) {
+		IBFT_CHECK(0, "rdm-open", "opening an endpoint on %s: %s",
+			   node_addr(i), fi_strerror(-ret));
+		return NULL;
+	}
+	nodes[nnodes++] = n;
+	return n;
+}
+
+static void node_close(struct node *n)
+{
+	int i;
+
+	if (!n)
+		return;
+	for (i = 0; i < nnodes; i++)
+		if (nodes[i] == n)
+			nodes[i] = nodes[--nnodes];
+	if (n->ep)
+		fi_close(&n->ep->fid);
+	if (n->cq)
+		fi_close(&n->cq->fid);
+	if (n->av)
+		fi_close(&n->av->fid);
+	if (n->domain)
+		fi_close(&n->domain->fid);
+	if (n->fabric)
+		fi_close(&n->fabric->fid);
+	fi_freeinfo(n->info);
+	free(n);
+}
+
+static void close_all(void)
+{
+	while (nnodes)
+		node_close(nodes[nnodes - 1]);
+}
+
+/* Every node inserts every node's name, in the same order. */
+static int insert_all(struct node **ns, int count)
+{
+	int i, j, ret;
+
+	for (i = 0; i < count; i++) {
+		for (j = 0; j < count; j++) {
+			ret = fi_av_insert(ns[i]->av, ns[j]->name, 1,
+					   &ns[i]->peer[j], 0, NULL);
+			if (ret != 1)
+				return IBFT_CHECK(0, "rdm-av-insert", "fi_av_insert "
+						  "returned %d", ret), -1;
+		}
+	}
+	return 0;
+}
+
+/* Read whatever every node's CQ has. */
+static void poll_all(void)
+{
+	struct fi_cq_tagged_entry e[8];
+	struct fi_cq_err_entry err;
+	fi_addr_t src[8];
+	struct comp *c;
+	ssize_t k, i;
+	int n;
+
+	for (n = 0; n < nnodes; n++) {
+		struct node *nd = nodes[n];
+
+		k = fi_cq_readfrom(nd->cq, e, 8, src);
+		for (i = 0; i < k; i++) {
+			c = &nd->ring[nd->tail++ % COMP_RING];
+			c->e = e[i];
+			c->src = src[i];
+			c->err = 0;
+			c->olen = 0;
+		}
+		if (k == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			if (fi_cq_readerr(nd->cq, &err, 0) == 1) {
+				c = &nd->ring[nd->tail++ % COMP_RING];
+				memset(c, 0, sizeof(*c));
+				c->e.op_context = err.op_context;
+				c->e.flags = err.flags;
+				c->e.len = err.len;
+				c->e.tag = err.tag;
+				c->e.data = err.data;
+				c->src = FI_ADDR_NOTAVAIL;
+				c->err = err.err;
+				c->olen = err.olen;
+			}
+		}
+	}
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The next completion of n (progressing everyone); -1 on timeout. */
+static int wait_comp(struct node *n, struct comp *out, int timeout_ms)
+{
+	long end = now_ms() + timeout_ms;
+
+	while (n->head == n->tail) {
+		poll_all();
+		if (n->head == n->tail && now_ms() > end)
+			return -1;
+	}
+	*out = n->ring[n->head++ % COMP_RING];
+	return 0;
+}
+
+/* Progress everyone for a while; returns completions n got meanwhile. */
+static int idle(struct node *n, int ms)
+{
+	long end = now_ms() + ms;
+
+	while (now_ms() < end)
+		poll_all();
+	return (int)(n->tail - n->head);
+}
+
+/* Post, retrying while the provider says -FI_EAGAIN. */
+#define POST(call) ({ ssize_t _r; long _end = now_ms() + WAIT_MS;	\
+	while ((_r = (call)) == -FI_EAGAIN && now_ms() < _end)		\
+		poll_all();						\
+	_r; })
+
+static uint8_t *xbuf(size_t len)
+{
+	uint8_t *p = malloc(len ? len : 1);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+/* ---- tests ---- */
+
+/* What Open MPI 4.1's OFI MTL asks for, all of it. */
+static void test_getinfo_ompi(void)
+{
+	struct fi_info *h = fi_allocinfo(), *info = NULL;
+	int ret;
+
+	h->fabric_attr->prov_name = strdup(ibft_opts.prov);
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	h->tx_attr->op_flags = FI_COMPLETION;
+	h->rx_attr->op_flags = FI_COMPLETION;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->av_type = FI_AV_MAP;
+	h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	h->domain_attr->mr_mode = 0;
+	ret = fi_getinfo(FI_VERSION(1, 5), NULL, NULL, 0, h, &info);
+	if (IBFT_CHECK(!ret && info, "rdm-getinfo-ompi", "fi_getinfo: %s",
+		       fi_strerror(-ret))) {
+		IBFT_CHECK(info->ep_attr->type == FI_EP_RDM &&
+			   (info->caps & (FI_TAGGED | FI_DIRECTED_RECV)) ==
+			   (FI_TAGGED | FI_DIRECTED_RECV),
+			   "rdm-getinfo-ompi-caps", "caps %#llx",
+			   (unsigned long long)info->caps);
+		IBFT_CHECK(info->ep_attr->max_msg_size >= (64u << 20),
+			   "rdm-getinfo-max-msg", "max_msg_size %zu",
+			   info->ep_attr->max_msg_size);
+		IBFT_CHECK(info->tx_attr->inject_size > 0, "rdm-getinfo-inject",
+			   "inject_size 0");
+		IBFT_CHECK(info->domain_attr->mr_mode == 0, "rdm-getinfo-mr-mode",
+			   "mr_mode %#x: the application would have to register",
+			   info->domain_attr->mr_mode);
+	}
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+}
+
+static void test_av(void)
+{
+	struct node *a = node_open(0, FI_TAGGED, 0), *b = node_open(1, FI_TAGGED, 0);
+	uint8_t got[64], bad[64];
+	size_t len = sizeof(got);
+	fi_addr_t fa[2], fbad = 0;
+	char str[128];
+	int ret;
+
+	if (!a || !b)
+		goto out;
+	IBFT_CHECK(fi_av_insert(a->av, b->name, 1, &fa[0], 0, NULL) == 1 &&
+		   fi_av_insert(a->av, a->name, 1, &fa[1], 0, NULL) == 1 &&
+		   fa[0] != fa[1], "rdm-av-insert", "two inserts");
+	ret = fi_av_lookup(a->av, fa[0], got, &len);
+	IBFT_CHECK(!ret && len == b->namelen && !memcmp(got, b->name, len),
+		   "rdm-av-lookup", "lookup: %s, len %zu", fi_strerror(-ret), len);
+	len = sizeof(str);
+	IBFT_CHECK(fi_av_straddr(a->av, b->name, str, &len) && strlen(str) > 0,
+		   "rdm-av-straddr", "no string");
+	IBFT_EXPECT(fi_av_remove(a->av, &fa[0], 1, 0), 0, "rdm-av-remove");
+	len = sizeof(got);
+	IBFT_CHECK(fi_av_lookup(a->av, fa[0], got, &len) != 0,
+		   "rdm-av-lookup-removed", "a removed address still looks up");
+	/* An address of the right length that names no endpoint. */
+	if (!ibft_deviates("verbs;ofi_rxm", "rdm-av-bad-address",
+			   "inserts any bytes of the right length")) {
+		memset(bad, 0xff, sizeof(bad));
+		ret = fi_av_insert(a->av, bad, 1, &fbad, 0, NULL);
+		IBFT_CHECK(ret == 0 && fbad == FI_ADDR_NOTAVAIL,
+			   "rdm-av-bad-address", "inserted %d, fi_addr %llu", ret,
+			   (unsigned long long)fbad);
+	}
+out:
+	close_all();
+}
+
+/*
+ * Send len bytes from a to b, checking data, tag and source; to_b is b's
+ * fi_addr in a's AV, from_a a's in b's.
+ */
+static int pingpong_one(struct node *a, fi_addr_t to_b, struct node *b,
+			fi_addr_t from_a, size_t len, int tagged,
+			uint8_t *sbuf, uint8_t *rbuf, unsigned seed)
+{
+	struct comp c = { 0 };
+	char ctx_s, ctx_r;
+	ssize_t ret;
+
+	ibft_fill(sbuf, len, seed);
+	memset(rbuf, 0, len);
+	ret = tagged ? fi_trecv(b->ep, rbuf, len, NULL, FI_ADDR_UNSPEC, seed, 0, &ctx_r) :
+		       fi_recv(b->ep, rbuf, len, NULL, FI_ADDR_UNSPEC, &ctx_r);
+	if (ret)
+		return IBFT_CHECK(0, "rdm-pingpong", "recv: %s", fi_strerror((int)-ret)), -1;
+	ret = POST(tagged ? fi_tsend(a->ep, sbuf, len, NULL, to_b, seed, &ctx_s) :
+		   fi_send(a->ep, sbuf, len, NULL, to_b, &ctx_s));
+	if (ret)
+		return IBFT_CHECK(0, "rdm-pingpong", "send: %s", fi_strerror((int)-ret)), -1;
+	if (wait_comp(a, &c, WAIT_MS) || c.err || c.e.op_context != &ctx_s ||
+	    !(c.e.flags & FI_SEND))
+		return IBFT_CHECK(0, "rdm-pingpong", "%zu bytes: send completion "
+				  "(err %d)", len, c.err), -1;
+	if (wait_comp(b, &c, WAIT_MS) || c.err || c.e.op_context != &ctx_r)
+		return IBFT_CHECK(0, "rdm-pingpong", "%zu bytes: no receive completion "
+				  "(err %d)", len, c.err), -1;
+	if (c.e.len != len || !ibft_verify(rbuf, len, seed) ||
+	    (tagged && c.e.tag != seed) || !(c.e.flags & FI_RECV))
+		return IBFT_CHECK(0, "rdm-pingpong", "%zu bytes: len %zu, tag %llu, "
+				  "data %s", len, c.e.len, (unsigned long long)c.e.tag,
+				  ibft_verify(rbuf, len, seed) ? "ok" : "wrong"), -1;
+	if (c.src != from_a)
+		return IBFT_CHECK(0, "rdm-source", "source %llu, want %llu",
+				  (unsigned long long)c.src,
+				  (unsigned long long)from_a), -1;
+	return 0;
+}
+
+static void test_pingpong(int tagged)
+{
+	struct node *ns[2];
+	size_t sizes[] = { 0, 1, 64, 4096, 8192, 8193, 65536, 1 << 20, 4 << 20,
+			   64 << 20 };
+	size_t i, max = ibft_opts.max_size;
+	const char *name = tagged ? "rdm-pingpong-tagged" : "rdm-pingpong-msg";
+	uint8_t *s = xbuf(max), *r = xbuf(max);
+	int ok = 1, it;
+
+	ns[0] = node_open(0, FI_MSG | FI_TAGGED | FI_SOURCE, 0);
+	ns[1] = node_open(1, FI_MSG | FI_TAGGED | FI_SOURCE, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	for (i = 0; ok && i < sizeof(sizes) / sizeof(sizes[0]) && sizes[i] <= max; i++)
+		for (it = 0; ok && it < 2; it++)
+			ok = !pingpong_one(ns[0], ns[0]->peer[1], ns[1],
+					   ns[1]->peer[0], sizes[i], tagged, s, r,
+					   (unsigned)(i * 2 + it)) &&
+			     !pingpong_one(ns[1], ns[1]->peer[0], ns[0],
+					   ns[0]->peer[1], sizes[i], tagged, s, r,
+					   (unsigned)(i * 2 + it + 100));
+	IBFT_CHECK(ok, name, "see above");
+out:
+	free(s);
+	free(r);
+	close_all();
+}
+
+/* Tags match in posting order, ignore bits ignored; unexpected ones wait. */
+static void test_tag_order(void)
+{
+	struct node *ns[2];
+	uint64_t sent[] = { 1, 2, 3 }, got[3];
+	uint8_t buf[3][16], msg[16] = "x";
+	struct comp c = { 0 };
+	int i, ok = 1;
+
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	for (i = 0; i < 3; i++)
+		ok &= !POST(fi_tinject(ns[0]->ep, msg, sizeof(msg), ns[0]->peer[1], sent[i]));
+	idle(ns[1], 200);	/* they arrive unexpected */
+	for (i = 0; i < 3; i++)
+		ok &= !fi_trecv(ns[1]->ep, buf[i], sizeof(buf[i]), NULL,
+				FI_ADDR_UNSPEC, 0, ~0ULL, &buf[i]);
+	for (i = 0; ok && i < 3; i++) {
+		ok = !wait_comp(ns[1], &c, WAIT_MS) && !c.err && c.e.op_context == buf[i];
+		got[i] = c.e.tag;
+	}
+	IBFT_CHECK(ok && got[0] == 1 && got[1] == 2 && got[2] == 3,
+		   "rdm-tag-order", "unexpected messages matched out of order");
+
+	/* 0x10 ignoring the low nibble takes 0x13, not 0x20. */
+	ok = !fi_trecv(ns[1]->ep, buf[0], sizeof(buf[0]), NULL, FI_ADDR_UNSPEC,
+		       0x10, 0x0f, &buf[0]);
+	ok &= !POST(fi_tinject(ns[0]->ep, msg, sizeof(msg), ns[0]->peer[1], 0x20));
+	ok &= !POST(fi_tinject(ns[0]->ep, msg, sizeof(msg), ns[0]->peer[1], 0x13));
+	ok = ok && !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok && c.e.tag == 0x13, "rdm-tag-ignore", "got tag %#llx",
+		   (unsigned long long)c.e.tag);
+	ok = !fi_trecv(ns[1]->ep, buf[1], sizeof(buf[1]), NULL, FI_ADDR_UNSPEC,
+		       0x20, 0, &buf[1]);
+	ok = ok && !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok && c.e.tag == 0x20, "rdm-tag-unexpected", "got tag %#llx",
+		   (unsigned long long)c.e.tag);
+out:
+	close_all();
+}
+
+/* A directed receive takes only its source's message. */
+static void test_directed(void)
+{
+	struct node *ns[3];
+	uint8_t b1[8], b2[8], ma[8] = "A", mb[8] = "B";
+	struct comp c = { 0 };
+	int ok;
+
+	ns[0] = node_open(0, FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE, 0);
+	ns[1] = node_open(1, FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE, 0);
+	ns[2] = node_open(2, FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE, 0);
+	if (!ns[0] || !ns[1] || !ns[2] || insert_all(ns, 3))
+		goto out;
+	ok = !fi_trecv(ns[2]->ep, b1, sizeof(b1), NULL, ns[2]->peer[1], 7, 0, b1);
+	ok &= !POST(fi_tinject(ns[0]->ep, ma, sizeof(ma), ns[0]->peer[2], 7));
+	idle(ns[2], 200);
+	ok &= !POST(fi_tinject(ns[1]->ep, mb, sizeof(mb), ns[1]->peer[2], 7));
+	ok = ok && !wait_comp(ns[2], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok && c.e.op_context == b1 && b1[0] == 'B' && c.src == ns[2]->peer[1],
+		   "rdm-directed-recv", "the directed receive got '%c' from %llu",
+		   b1[0], (unsigned long long)c.src);
+	ok = !fi_trecv(ns[2]->ep, b2, sizeof(b2), NULL, FI_ADDR_UNSPEC, 7, 0, b2);
+	ok = ok && !wait_comp(ns[2], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok && b2[0] == 'A' && c.src == ns[2]->peer[0],
+		   "rdm-directed-any", "the other receive got '%c'", b2[0]);
+out:
+	close_all();
+}
+
+static ssize_t peek(struct node *n, uint64_t tag, uint64_t flags,
+		    struct fi_context *ctx, void *buf, size_t len)
+{
+	struct iovec iov = { buf, len };
+	struct fi_msg_tagged m = {
+		.msg_iov = buf ? &iov : NULL, .iov_count = buf ? 1 : 0,
+		.addr = FI_ADDR_UNSPEC, .tag = tag, .ignore = 0,
+		.context = ctx,
+	};
+
+	return POST(fi_trecvmsg(n->ep, &m, flags));
+}
+
+/* Peek until the message is there; returns its completion's error. */
+static int peek_until(struct node *n, uint64_t tag, uint64_t flags,
+		      struct fi_context *ctx, struct comp *c)
+{
+	long end = now_ms() + WAIT_MS;
+
+	do {
+		if (peek(n, tag, flags, ctx, NULL, 0) || wait_comp(n, c, WAIT_MS))
+			return -1;
+	} while (c->err == FI_ENOMSG && now_ms() < end);
+	return c->err;
+}
+
+static void test_peek(void)
+{
+	struct node *ns[2];
+	size_t big = IBFT_MIN(ibft_opts.max_size, 1 << 20);
+	uint8_t small[100], *s = xbuf(big), *r = xbuf(big);
+	struct fi_context ctx;
+	struct comp c = { 0 };
+	int ok;
+
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ok = !peek(ns[1], 5, FI_PEEK, &ctx, NULL, 0) && !wait_comp(ns[1], &c, WAIT_MS);
+	IBFT_CHECK(ok && c.err == FI_ENOMSG && c.e.op_context == &ctx,
+		   "rdm-peek-miss", "err %d, want FI_ENOMSG", c.err);
+
+	ibft_fill(small, sizeof(small), 5);
+	ibft_fill(s, big, 6);
+	ok = !POST(fi_tsend(ns[0]->ep, small, sizeof(small), NULL, ns[0]->peer[1], 5, s));
+	ok &= !POST(fi_tsend(ns[0]->ep, s, big, NULL, ns[0]->peer[1], 6, s + 1));
+	ok = ok && !peek_until(ns[1], 5, FI_PEEK, &ctx, &c);
+	IBFT_CHECK(ok && c.e.len == sizeof(small) && c.e.tag == 5, "rdm-peek-hit",
+		   "len %zu tag %llu err %d", c.e.len, (unsigned long long)c.e.tag,
+		   c.err);
+
+	ok = !peek_until(ns[1], 6, FI_PEEK | FI_CLAIM, &ctx, &c) && c.e.len == big;
+	memset(r, 0, big);
+	ok = ok && !peek(ns[1], 6, FI_CLAIM, &ctx, r, big) &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok && c.e.len == big && ibft_verify(r, big, 6), "rdm-peek-claim",
+		   "claimed %zu bytes, data %s", c.e.len,
+		   ibft_verify(r, big, 6) ? "ok" : "wrong");
+
+	/* PEEK | DISCARD drops it: a second peek misses. */
+	ok = !peek_until(ns[1], 5, FI_PEEK | FI_DISCARD, &ctx, &c);
+	ok = ok && !peek(ns[1], 5, FI_PEEK, &ctx, NULL, 0) &&
+	     !wait_comp(ns[1], &c, WAIT_MS);
+	IBFT_CHECK(ok && c.err == FI_ENOMSG, "rdm-peek-discard",
+		   "the discarded message is still there (err %d)", c.err);
+
+	/* CLAIM | DISCARD of a claimed rendezvous message: the sender
+	 * completes all the same. */
+	ok = !POST(fi_tsend(ns[0]->ep, s, big, NULL, ns[0]->peer[1], 8, s + 2));
+	ok = ok && !peek_until(ns[1], 8, FI_PEEK | FI_CLAIM, &ctx, &c);
+	ok = ok && !peek(ns[1], 8, FI_CLAIM | FI_DISCARD, &ctx, NULL, 0) &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok, "rdm-claim-discard", "no completion");
+	/* The three sends complete (small, big, discarded big). */
+	ok = 1;
+	for (int i = 0; i < 3 && ok; i++)
+		ok = !wait_comp(ns[0], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok, "rdm-peek-sends-complete", "a send did not complete");
+out:
+	free(s);
+	free(r);
+	close_all();
+}
+
+static void test_cancel(void)
+{
+	struct node *a = node_open(0, FI_TAGGED | FI_MSG, 0);
+	uint8_t buf[16];
+	struct comp c = { 0 };
+	int ok;
+
+	if (!a)
+		goto out;
+	ok = !fi_trecv(a->ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, 99, 0, buf);
+	ok &= !fi_cancel(&a->ep->fid, buf);
+	ok = ok && !wait_comp(a, &c, WAIT_MS);
+	IBFT_CHECK(ok && c.err == FI_ECANCELED && c.e.op_context == buf,
+		   "rdm-cancel", "err %d context %p", c.err, c.e.op_context);
+	ok = !fi_recv(a->ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, buf + 1);
+	ok &= !fi_cancel(&a->ep->fid, buf + 1);
+	ok = ok && !wait_comp(a, &c, WAIT_MS);
+	IBFT_CHECK(ok && c.err == FI_ECANCELED && c.e.op_context == buf + 1,
+		   "rdm-cancel-msg", "err %d", c.err);
+out:
+	close_all();
+}
+
+static void trunc_one(struct node **ns, size_t slen, size_t rlen,
+		      const char *name)
+{
+	uint8_t *s = xbuf(slen), *r = xbuf(slen);
+	struct comp c = { 0 };
+	int ok;
+
+	ibft_fill(s, slen, 9);
+	memset(r, 0, slen);
+	ok = !fi_trecv(ns[1]->ep, r, rlen, NULL, FI_ADDR_UNSPEC, 9, 0, r);
+	ok &= !POST(fi_tsend(ns[0]->ep, s, slen, NULL, ns[0]->peer[1], 9, s));
+	ok = ok && !wait_comp(ns[1], &c, WAIT_MS);
+	IBFT_CHECK(ok && c.err == FI_ETRUNC && c.olen == slen - rlen &&
+		   ibft_verify(r, rlen, 9) && r[rlen] == 0, name,
+		   "err %d olen %zu (want %zu), data %s", c.err, c.olen,
+		   slen - rlen, ibft_verify(r, rlen, 9) ? "ok" : "wrong");
+	ok = !wait_comp(ns[0], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok, "rdm-trunc-send", "the truncated send did not complete");
+	free(s);
+	free(r);
+}
+
+static void test_trunc(void)
+{
+	struct node *ns[2];
+
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	trunc_one(ns, 200, 100, "rdm-trunc-eager");
+	if (ibft_opts.max_size >= (1 << 20))
+		trunc_one(ns, 1 << 20, 1 << 19, "rdm-trunc-rendezvous");
+out:
+	close_all();
+}
+
+static void test_cq_data(void)
+{
+	struct node *ns[2];
+	uint8_t m[32] = "data", r[32];
+	struct fi_msg_tagged msg;
+	struct iovec iov = { m, sizeof(m) };
+	struct comp c = { 0 };
+	int ok;
+
+	ns[0] = node_open(0, FI_TAGGED, FI_SELECTIVE_COMPLETION);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ok = !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 1, 0, r);
+	ok &= !POST(fi_tsenddata(ns[0]->ep, m, sizeof(m), NULL, 0xdeadbeef,
+				 ns[0]->peer[1], 1, m));
+	ok = ok && !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok && (c.e.flags & FI_REMOTE_CQ_DATA) && c.e.data == 0xdeadbeef,
+		   "rdm-cq-data", "flags %#llx data %#llx",
+		   (unsigned long long)c.e.flags, (unsigned long long)c.e.data);
+
+	/* Selective completion: flags 0 is silent, FI_COMPLETION is not. */
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.iov_count = 1;
+	msg.addr = ns[0]->peer[1];
+	msg.tag = 2;
+	msg.context = m + 1;
+	ok = !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 2, 0, r);
+	ok &= !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 2, 0, r + 1);
+	ok &= !POST(fi_tsendmsg(ns[0]->ep, &msg, 0));
+	msg.context = m + 2;
+	ok &= !POST(fi_tsendmsg(ns[0]->ep, &msg, FI_COMPLETION));
+	ok = ok && !wait_comp(ns[1], &c, WAIT_MS) && !wait_comp(ns[1], &c, WAIT_MS);
+	ok = ok && !wait_comp(ns[0], &c, WAIT_MS) && c.e.op_context == m + 2;
+	IBFT_CHECK(ok && idle(ns[0], 200) == 0 && ns[0]->head == ns[0]->tail,
+		   "rdm-selective-completion", "a send with flags 0 completed "
+		   "(context %p)", c.e.op_context);
+	/* The first completion read was the FI_COMPLETION one, and no other. */
+out:
+	close_all();
+}
+
+/* 8 or more endpoints, each sending to each. */
+static void test_many(int count)
+{
+	struct node *ns[MAX_NODES];
+	static uint8_t rbuf[MAX_NODES][MAX_NODES][256];
+	uint8_t sbuf[256];
+	struct comp c = { 0 };
+	int i, j, ok = 1, got;
+
+	for (i = 0; i < count; i++)
+		if (!(ns[i] = node_open(i, FI_TAGGED | FI_SOURCE, 0)))
+			goto out;
+	if (insert_all(ns, count))
+		goto out;
+	for (i = 0; i < count; i++)
+		for (j = 0; j < count; j++)
+			if (i != j)
+				ok &= !POST(fi_trecv(ns[i]->ep, rbuf[i][j], 256, NULL,
+						     FI_ADDR_UNSPEC, j, 0, rbuf[i][j]));
+	for (i = 0; i < count; i++) {
+		for (j = 0; j < count; j++) {
+			if (i == j)
+				continue;
+			ibft_fill(sbuf, sizeof(sbuf), i * 16 + j);
+			ok &= !POST(fi_tinject(ns[i]->ep, sbuf, sizeof(sbuf),
+					       ns[i]->peer[j], i));
+		}
+	}
+	for (i = 0; ok && i < count; i++) {
+		for (got = 0; ok && got < count - 1; got++) {
+			ok = !wait_comp(ns[i], &c, WAIT_MS) && !c.err;
+			j = (int)c.e.tag;
+			ok = ok && j < count && c.src == ns[i]->peer[j] &&
+			     ibft_verify(rbuf[i][j], 256, j * 16 + i);
+		}
+	}
+	IBFT_CHECK(ok, "rdm-many-peers", "%d endpoints all-to-all: a message was "
+		   "lost or wrong", count);
+out:
+	close_all();
+}
+
+/* ---- two processes ---- */
+
+struct child {
+	pid_t pid;
+	int to, from;	/* pipes */
+};
+
+static int xwrite(int fd, const void *p, size_t len)
+{
+	return write(fd, p, len) == (ssize_t)len ? 0 : -1;
+}
+
+static int xread(int fd, void *p, size_t len)
+{
+	size_t done = 0;
+	ssize_t k;
+
+	while (done < len) {
+		k = read(fd, (char *)p + done, len - done);
+		if (k <= 0)
+			return -1;
+		done += (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * Run a child role in a fresh copy of this program (fork and exec: verbs
+ * resources and librdmacm's device list do not survive a fork), talking
+ * through pipes on fds 3 (in) and 4 (out).
+ */
+static char **saved_argv;
+
+static int spawn(struct child *ch, const char *role)
+{
+	int a[2], b[2];
+
+	if (pipe(a) || pipe(b))
+		return -1;
+	fflush(stdout);
+	ch->pid = fork();
+	if (ch->pid == 0) {
+		dup2(a[0], 3);
+		dup2(b[1], 4);
+		setenv("IBFT_RDM_CHILD", role, 1);
+		execv("/proc/self/exe", saved_argv);
+		_exit(127);
+	}
+	close(a[0]);
+	close(b[1]);
+	ch->to = a[1];
+	ch->from = b[0];
+	return ch->pid > 0 ? 0 : -1;
+}
+
+/*
+ * Both sides send first, at the same moment, to a peer not yet connected:
+ * each ends with its message received and its send complete.  The same
+ * protocol runs in the parent (idx 0) and the child (idx 1).
+ */
+static int simul_side(int in, int out, int idx)
+{
+	struct node *n = node_open(idx, FI_TAGGED, 0);
+	uint8_t peer[64], m[64] = "hello", r[64];
+	size_t plen;
+	struct comp c = { 0 };
+	char x;
+	int ok;
+
+	ok = n && !xwrite(out, &n->namelen, sizeof(size_t)) &&
+	     !xwrite(out, n->name, n->namelen) &&
+	     !xread(in, &plen, sizeof(plen)) && plen <= sizeof(peer) &&
+	     !xread(in, peer, plen) &&
+	     fi_av_insert(n->av, peer, 1, &n->peer[1], 0, NULL) == 1;
+	ok = ok && !fi_trecv(n->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 3, 0, r);
+	ok = ok && !xwrite(out, "r", 1) && !xread(in, &x, 1);
+	ok = ok && !POST(fi_tsend(n->ep, m, sizeof(m), NULL, n->peer[1], 3, m));
+	ok = ok && !wait_comp(n, &c, WAIT_MS) && !c.err &&
+	     !wait_comp(n, &c, WAIT_MS) && !c.err && !memcmp(r, "hello", 6);
+	/* Close only once the other side is done too. */
+	xwrite(out, "d", 1);
+	xread(in, &x, 1);
+	close_all();
+	return ok;
+}
+
+static void test_simultaneous(void)
+{
+	struct child ch;
+	int i, ok = 1, st;
+
+	for (i = 0; ok && i < 3; i++) {
+		if (spawn(&ch, "simul"))
+			return (void)IBFT_CHECK(0, "rdm-simultaneous-connect", "fork");
+		ok = simul_side(ch.from, ch.to, 0);
+		close(ch.to);
+		close(ch.from);
+		waitpid(ch.pid, &st, 0);
+		ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	IBFT_CHECK(ok, "rdm-simultaneous-connect", "a side did not get its "
+		   "message (round %d)", i);
+}
+
+/* The child: an endpoint that answers one message, then waits to die. */
+static void victim_side(int in, int out)
+{
+	struct node *n = node_open(1, FI_TAGGED, 0);
+	uint8_t peer[64], r[64];
+	size_t plen;
+	struct comp c = { 0 };
+	char x;
+
+	if (!n || xwrite(out, &n->namelen, sizeof(size_t)) ||
+	    xwrite(out, n->name, n->namelen) || xread(in, &plen, sizeof(plen)) ||
+	    xread(in, peer, plen) ||
+	    fi_av_insert(n->av, peer, 1, &n->peer[0], 0, NULL) != 1)
+		_exit(1);
+	fi_trecv(n->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 1, 0, r);
+	while (wait_comp(n, &c, WAIT_MS))
+		;
+	POST(fi_tsend(n->ep, r, sizeof(r), NULL, n->peer[0], 2, r));
+	wait_comp(n, &c, WAIT_MS);
+	xwrite(out, "k", 1);
+	for (;;)	/* killed here, endpoint open, without a word */
+		read(in, &x, 1) > 0 ? (void)0 : pause();
+}
+
+static void test_dead_peer(void)
+{
+	struct child ch;
+	struct node *a, *ns[2];
+	size_t plen, big = IBFT_MIN(ibft_opts.max_size, 1 << 20);
+	uint8_t peer[64], m[64] = "ping", r[64], *s = xbuf(big);
+	fi_addr_t victim;
+	struct comp c = { 0 };
+	int ok, errs = 0, nctx = 0, i, st;
+	char x;
+
+	/* The child first: it must not inherit our open endpoint. */
+	if (spawn(&ch, "victim") || !(a = node_open(0, FI_TAGGED, 0))) {
+		free(s);
+		close_all();
+		return;
+	}
+	ok = !xread(ch.from, &plen, sizeof(plen)) && !xread(ch.from, peer, plen) &&
+	     !xwrite(ch.to, &a->namelen, sizeof(size_t)) &&
+	     !xwrite(ch.to, a->name, a->namelen) &&
+	     fi_av_insert(a->av, peer, 1, &victim, 0, NULL) == 1;
+	ok = ok && !fi_trecv(a->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 2, 0, r);
+	ok = ok && !POST(fi_tsend(a->ep, m, sizeof(m), NULL, victim, 1, m));
+	ok = ok && !wait_comp(a, &c, WAIT_MS) && !c.err &&
+	     !wait_comp(a, &c, WAIT_MS) && !c.err;
+	ok = ok && !xread(ch.from, &x, 1);
+	IBFT_CHECK(ok, "rdm-dead-peer-before", "no exchange with the child");
+	/* A rendezvous send the child never reads, then the child dies. */
+	ok = ok && !POST(fi_tsend(a->ep, s, big, NULL, victim, 5, s));
+	kill(ch.pid, SIGKILL);
+	waitpid(ch.pid, &st, 0);
+	/* And sends after its death. */
+	for (i = 0; ok && i < 3; i++) {
+		ssize_t ret = POST(fi_tsend(a->ep, m, sizeof(m), NULL, victim, 6, m + i + 1));
+
+		nctx += ret == 0;
+	}
+	/* Every accepted operation completes, in error, with its context. */
+	for (i = 0; ok && i < 1 + nctx; i++) {
+		if (wait_comp(a, &c, 60000)) {
+			ok = 0;
+			break;
+		}
+		errs += c.err != 0 && c.e.op_context != NULL;
+		if (getenv("IBFT_VERBOSE"))
+			printf("# dead peer: completion err %d context %p\n", c.err,
+			       c.e.op_context);
+	}
+	IBFT_CHECK(ok && errs == 1 + nctx, "rdm-dead-peer-errors", "%d of %d "
+		   "operations completed in error with a context", errs, 1 + nctx);
+	/* The endpoint still works with everyone else. */
+	ns[0] = a;
+	ns[1] = node_open(1, FI_TAGGED | FI_SOURCE, 0);
+	ok = ns[1] && !insert_all(ns, 2);
+	ok = ok && !pingpong_one(a, a->peer[1], ns[1], ns[1]->peer[0], 4096, 1,
+				 s, s + 8192, 3);
+	IBFT_CHECK(ok, "rdm-dead-peer-survivor", "the endpoint no longer works");
+	close(ch.to);
+	close(ch.from);
+	free(s);
+	close_all();
+}
+
+int main(int argc, char **argv)
+{
+	const char *t;
+
+	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
+		   "directed|peek|cancel|trunc|cqdata|many|simul|deadpeer)");
+	if (!ibft_opts.src) {
+		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	saved_argv = argv;
+	t = getenv("IBFT_RDM_CHILD");
+	if (t && !strcmp(t, "simul"))
+		return simul_side(3, 4, 1) ? 0 : 1;
+	if (t && !strcmp(t, "victim")) {
+		victim_side(3, 4);
+		return 1;
+	}
+	t = ibft_opts.test;
+#define RUN(n) (!t || !strcmp(t, n))
+	if (RUN("getinfo"))
+		test_getinfo_ompi();
+	if (RUN("av"))
+		test_av();
+	if (RUN("pingpong")) {
+		test_pingpong(1);
+		test_pingpong(0);
+	}
+	if (RUN("tagorder"))
+		test_tag_order();
+	if (RUN("directed"))
+		test_directed();
+	if (RUN("peek"))
+		test_peek();
+	if (RUN("cancel"))
+		test_cancel();
+	if (RUN("trunc"))
+		test_trunc();
+	if (RUN("cqdata"))
+		test_cq_data();
+	if (RUN("many"))
+		test_many(8);
+	if (RUN("simul"))
+		test_simultaneous();
+	if (RUN("deadpeer"))
+		test_dead_peer();
+	return ibft_finish();
+}

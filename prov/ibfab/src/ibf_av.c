@@ -1,0 +1,381 @@
+/*
+ * Address vectors: a table of RDM endpoint names (sockaddrs).
+ *
+ * fi_addr is the table index for FI_AV_TABLE and FI_AV_MAP alike (MAP lets
+ * the provider choose; an index costs one load on the data path either
+ * way).  A removed slot is reused by the next insert, lowest first, as the
+ * FI_AV_TABLE rules say.  Inserts are synchronous; with an EQ bound
+ * (FI_EVENT) each call also writes its FI_AV_COMPLETE.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf_rdm.h"
+
+int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
+			   size_t len)
+{
+	memset(name, 0, sizeof(*name));
+	if (!sa)
+		return -FI_EINVAL;
+	if (sa->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)sa;
+		struct sockaddr_in *out = (void *)name->bytes;
+
+		out->sin_family = AF_INET;
+		out->sin_port = in->sin_port;
+		out->sin_addr = in->sin_addr;
+	} else if (sa->sa_family == AF_INET6 &&
+		   len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		struct sockaddr_in6 *out = (void *)name->bytes;
+
+		out->sin6_family = AF_INET6;
+		out->sin6_port = in6->sin6_port;
+		out->sin6_addr = in6->sin6_addr;
+		out->sin6_scope_id = in6->sin6_scope_id;
+	} else {
+		return -FI_EINVAL;
+	}
+	/* Port 0 or a wildcard host cannot name a listening endpoint. */
+	if (!ibf_addr_port(sa) || ibf_addr_is_any(sa))
+		return -FI_EINVAL;
+	return 0;
+}
+
+static struct ibf_av *to_ibf_av(struct fid_av *av)
+{
+	return container_of(av, struct ibf_av, av_fid);
+}
+
+int ibf_av_name(struct ibf_av *av, fi_addr_t addr, struct ibf_name *name)
+{
+	int ret = -FI_ENOENT;
+
+	pthread_mutex_lock(&av->lock);
+	if (addr < av->count && av->used[addr]) {
+		*name = av->names[addr];
+		ret = 0;
+	}
+	pthread_mutex_unlock(&av->lock);
+	return ret;
+}
+
+fi_addr_t ibf_av_find(struct ibf_av *av, const struct ibf_name *name)
+{
+	fi_addr_t found = FI_ADDR_NOTAVAIL;
+	size_t i;
+
+	pthread_mutex_lock(&av->lock);
+	for (i = 0; i < av->count; i++) {
+		if (av->used[i] && !memcmp(&av->names[i], name, sizeof(*name))) {
+			found = i;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&av->lock);
+	return found;
+}
+
+/* Lock held.  The lowest unused index, growing the table if full. */
+static int ibf_av_slot(struct ibf_av *av, size_t *slot)
+{
+	struct ibf_name *names;
+	uint8_t *used;
+	size_t i, cap;
+
+	for (i = 0; i < av->count; i++) {
+		if (!av->used[i]) {
+			*slot = i;
+			return 0;
+		}
+	}
+	if (av->count == av->cap) {
+		cap = av->cap ? av->cap * 2 : 64;
+		names = realloc(av->names, cap * sizeof(*names));
+		if (!names)
+			return -FI_ENOMEM;
+		av->names = names;
+		used = realloc(av->used, cap);
+		if (!used)
+			return -FI_ENOMEM;
+		memset(used + av->cap, 0, cap - av->cap);
+		av->used = used;
+		av->cap = cap;
+	}
+	*slot = av->count++;
+	return 0;
+}
+
+/* Insert one name; returns its fi_addr or -FI_E*. */
+static int ibf_av_insert_name(struct ibf_av *av, const struct ibf_name *name,
+			      fi_addr_t *out)
+{
+	size_t slot;
+	int ret;
+
+	pthread_mutex_lock(&av->lock);
+	ret = ibf_av_slot(av, &slot);
+	if (!ret) {
+		av->names[slot] = *name;
+		av->used[slot] = 1;
+		*out = slot;
+	}
+	pthread_mutex_unlock(&av->lock);
+	return ret;
+}
+
+static void ibf_av_result(uint64_t flags, void *context, size_t i, int err)
+{
+	if ((flags & FI_SYNC_ERR) && context)
+		((int *)context)[i] = -err;
+}
+
+static int ibf_av_check_flags(uint64_t flags)
+{
+	if (flags & ~(FI_MORE | FI_SYNC_ERR)) {
+		IBF_WARN(FI_LOG_AV, "insert flags %#llx: ibfab takes FI_MORE and "
+			 "FI_SYNC_ERR\n", (unsigned long long)flags);
+		return -FI_EINVAL;
+	}
+	return 0;
+}
+
+static int ibf_av_insert(struct fid_av *av_fid, const void *addr, size_t count,
+			 fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+	struct ibf_av *av = to_ibf_av(av_fid);
+	const uint8_t *p = addr;
+	struct ibf_name name;
+	fi_addr_t out;
+	size_t i;
+	int ret, done = 0;
+	char buf[64];
+
+	ret = ibf_av_check_flags(flags);
+	if (ret)
+		return ret;
+	if (count && !addr) {
+		IBF_WARN(FI_LOG_AV, "fi_av_insert of %zu addresses from NULL\n",
+			 count);
+		return -FI_EINVAL;
+	}
+	for (i = 0; i < count; i++, p += av->addrlen) {
+		out = FI_ADDR_NOTAVAIL;
+		ret = ibf_name_from_sockaddr(&name, (const void *)p, av->addrlen);
+		if (ret || ((const struct sockaddr *)p)->sa_family !=
+		    (av->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET)) {
+			ret = -FI_EINVAL;
+			IBF_WARN(FI_LOG_AV, "address %zu (%s) is not an ibfab "
+				 "endpoint name: give what fi_getname returned "
+				 "(format %s)\n", i,
+				 ibf_addr_str((const void *)p, buf, sizeof(buf)),
+				 av->addr_format == FI_SOCKADDR_IN6 ?
+				 "FI_SOCKADDR_IN6" : "FI_SOCKADDR_IN");
+		} else {
+			ret = ibf_av_insert_name(av, &name, &out);
+		}
+		if (fi_addr)
+			fi_addr[i] = out;
+		ibf_av_result(flags, context, i, ret);
+		if (!ret)
+			done++;
+	}
+	return done;
+}
+
+static int ibf_av_insertsvc(struct fid_av *av_fid, const char *node,
+			    const char *service, fi_addr_t *fi_addr,
+			    uint64_t flags, void *context)
+{
+	struct ibf_av *av = to_ibf_av(av_fid);
+	struct sockaddr_storage ss;
+	int ret, family = av->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
+
+	ret = ibf_av_check_flags(flags);
+	if (ret)
+		return ret;
+	if (!node || !service) {
+		IBF_WARN(FI_LOG_AV, "fi_av_insertsvc needs a node and a service\n");
+		return -FI_EINVAL;
+	}
+	ret = ibf_addr_resolve(node, service, 0, family, &ss);
+	if (ret) {
+		IBF_WARN(FI_LOG_AV, "%s:%s does not resolve to an %s address\n",
+			 node, service, family == AF_INET6 ? "IPv6" : "IPv4");
+		if (fi_addr)
+			*fi_addr = FI_ADDR_NOTAVAIL;
+		ibf_av_result(flags, context, 0, -FI_EINVAL);
+		return 0;
+	}
+	return ibf_av_insert(av_fid, &ss, 1, fi_addr, flags, context);
+}
+
+static int ibf_av_insertsym(struct fid_av *av_fid, const char *node,
+			    size_t nodecnt, const char *service, size_t svccnt,
+			    fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+	IBF_WARN(FI_LOG_AV, "fi_av_insertsym is not supported: insert each "
+		 "address with fi_av_insert\n");
+	return -FI_ENOSYS;
+}
+
+/* Bound endpoints forget their connections' fi_addrs (ibf_rdm_ep.c). */
+void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr);
+
+static int ibf_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
+			 size_t count, uint64_t flags)
+{
+	struct ibf_av *av = to_ibf_av(av_fid);
+	size_t i;
+
+	if (flags || (count && !fi_addr)) {
+		IBF_WARN(FI_LOG_AV, "fi_av_remove: flags must be 0 and fi_addr "
+			 "an array\n");
+		return -FI_EINVAL;
+	}
+	for (i = 0; i < count; i++) {
+		if (fi_addr[i] >= av->count || !av->used[fi_addr[i]]) {
+			IBF_WARN(FI_LOG_AV, "fi_av_remove: fi_addr %llu is not "
+				 "in the AV\n", (unsigned long long)fi_addr[i]);
+			return -FI_EINVAL;
+		}
+	}
+	for (i = 0; i < count; i++) {
+		ibf_rdm_ep_forget_addr(av, fi_addr[i]);
+		pthread_mutex_lock(&av->lock);
+		av->used[fi_addr[i]] = 0;
+		pthread_mutex_unlock(&av->lock);
+	}
+	return 0;
+}
+
+static int ibf_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
+			 size_t *addrlen)
+{
+	struct ibf_av *av = to_ibf_av(av_fid);
+	struct ibf_name name;
+
+	if (!addrlen)
+		return -FI_EINVAL;
+	if (ibf_av_name(av, fi_addr, &name)) {
+		IBF_WARN(FI_LOG_AV, "fi_av_lookup: fi_addr %llu is not in the "
+			 "AV\n", (unsigned long long)fi_addr);
+		return -FI_ENOENT;
+	}
+	if (addr)
+		memcpy(addr, &name, IBF_MIN(*addrlen, av->addrlen));
+	*addrlen = av->addrlen;
+	return 0;
+}
+
+static const char *ibf_av_straddr(struct fid_av *av_fid, const void *addr,
+				  char *buf, size_t *len)
+{
+	char tmp[80], host[64];
+
+	if (!addr || !len)
+		return NULL;
+	ibf_addr_str(addr, host, sizeof(host));
+	snprintf(tmp, sizeof(tmp), "%s", host);
+	if (buf && *len)
+		snprintf(buf, *len, "%s", tmp);
+	*len = strlen(tmp) + 1;
+	return buf;
+}
+
+static int ibf_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	IBF_WARN(FI_LOG_AV, "AV inserts are synchronous: no EQ to bind\n");
+	return -FI_ENOSYS;
+}
+
+static int ibf_av_close(struct fid *fid)
+{
+	struct ibf_av *av = container_of(fid, struct ibf_av, av_fid.fid);
+
+	if (ibf_ref_read(&av->ref)) {
+		IBF_WARN(FI_LOG_AV, "AV still bound to %d endpoint(s): close "
+			 "them first\n", ibf_ref_read(&av->ref));
+		return -FI_EBUSY;
+	}
+	ibf_ref_put(&av->domain->ref);
+	pthread_mutex_destroy(&av->lock);
+	free(av->names);
+	free(av->used);
+	free(av);
+	return 0;
+}
+
+static struct fi_ops ibf_av_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ibf_av_close,
+	.bind = ibf_av_bind,
+	.control = ibf_no_control,
+	.ops_open = ibf_no_ops_open,
+	.tostr = ibf_no_tostr,
+	.ops_set = ibf_no_ops_set,
+};
+
+static struct fi_ops_av ibf_av_ops = {
+	.size = sizeof(struct fi_ops_av),
+	.insert = ibf_av_insert,
+	.insertsvc = ibf_av_insertsvc,
+	.insertsym = ibf_av_insertsym,
+	.remove = ibf_av_remove,
+	.lookup = ibf_av_lookup,
+	.straddr = ibf_av_straddr,
+};
+
+int ibf_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
+		struct fid_av **av_fid, void *context)
+{
+	struct ibf_domain *dom = to_ibf_domain(domain_fid);
+	struct ibf_av *av;
+
+	if (!attr || !av_fid) {
+		IBF_WARN(FI_LOG_AV, "fi_av_open needs attributes\n");
+		return -FI_EINVAL;
+	}
+	if (attr->flags & ~(uint64_t)(FI_SYMMETRIC)) {
+		IBF_WARN(FI_LOG_AV, "AV flags %#llx: ibfab inserts synchronously "
+			 "(no FI_EVENT) and shares no AV between processes\n",
+			 (unsigned long long)attr->flags);
+		return -FI_ENOSYS;
+	}
+	if (attr->name) {
+		IBF_WARN(FI_LOG_AV, "named (shared) AVs are not supported\n");
+		return -FI_ENOSYS;
+	}
+	if (attr->rx_ctx_bits) {
+		IBF_WARN(FI_LOG_AV, "rx_ctx_bits: no scalable endpoints\n");
+		return -FI_ENOSYS;
+	}
+	if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
+	    attr->type != FI_AV_TABLE) {
+		IBF_WARN(FI_LOG_AV, "AV type %d: use FI_AV_MAP or FI_AV_TABLE\n",
+			 attr->type);
+		return -FI_EINVAL;
+	}
+	av = calloc(1, sizeof(*av));
+	if (!av)
+		return -FI_ENOMEM;
+	av->domain = dom;
+	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
+	av->addr_format = dom->info->addr_format;
+	av->addrlen = av->addr_format == FI_SOCKADDR_IN6 ?
+		      sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	pthread_mutex_init(&av->lock, NULL);
+	av->av_fid.fid.fclass = FI_CLASS_AV;
+	av->av_fid.fid.context = context;
+	av->av_fid.fid.ops = &ibf_av_fi_ops;
+	av->av_fid.ops = &ibf_av_ops;
+	attr->type = av->type;
+	ibf_ref_get(&dom->ref);
+	*av_fid = &av->av_fid;
+	return 0;
+}

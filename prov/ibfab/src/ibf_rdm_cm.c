@@ -1,0 +1,741 @@
+/*
+ * RDM connections on demand (see ibf_rdm.h).
+ *
+ * The first send to a peer creates its connection record and starts an
+ * rdma_cm connect to the peer's listening address; the send waits in the
+ * record's queue.  The endpoint's thread takes every rdma_cm event: it
+ * resolves, connects, accepts, and once a connection is established posts
+ * what was queued, then marks it CONNECTED, after which senders post
+ * directly.  Private data carries each side's name and its index of the
+ * connection, which the other side puts in the headers it sends.
+ *
+ * Both sides connecting at once: the side whose name (sockaddr bytes) is
+ * lower keeps its own connect and rejects the other's with a tie-break
+ * marker; the higher side accepts the lower's request and drops its own
+ * attempt.  Either way one RC connection carries both directions.
+ *
+ * A connection that fails or dies: its queued sends complete in error,
+ * rendezvous sends waiting for their FIN too (those posted get flush
+ * errors from the device); the record goes back to IDLE, so a later send
+ * connects again.  Work that must reach the application (error
+ * completions) is left in ep->failed and picked up by the CQ
+ * (ibf_rdm_cm_deliver), since this thread never touches a CQ.
+ *
+ * rdma_destroy_id waits for the id's events to be acked, so ids are never
+ * destroyed here: dead ones go to a graveyard emptied at close.
+ */
+#include "config.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ibf_rdm.h"
+
+struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep *ep, uint32_t index)
+{
+	struct ibf_rdm_conn **chunk;
+
+	if (unlikely(index >= __atomic_load_n(&ep->nconns, __ATOMIC_ACQUIRE)))
+		return NULL;
+	chunk = __atomic_load_n(&ep->conn_dir[index / IBF_CONN_CHUNK],
+				__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&chunk[index % IBF_CONN_CHUNK], __ATOMIC_ACQUIRE);
+}
+
+/* The sender's fi_addr, looked up in the AV the first time it is needed. */
+fi_addr_t ibf_rdm_conn_addr(struct ibf_rdm_conn *conn)
+{
+	if (unlikely(conn->fi_addr == FI_ADDR_NOTAVAIL))
+		conn->fi_addr = ibf_av_find(conn->ep->av, &conn->name);
+	return conn->fi_addr;
+}
+
+/* cm_lock held. */
+static struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
+					     const struct ibf_name *name,
+					     int self)
+{
+	uint32_t index = ep->nconns, dir = index / IBF_CONN_CHUNK;
+	struct ibf_rdm_conn *conn, **chunk;
+
+	if (dir >= IBF_CONN_DIRS) {
+		IBF_WARN(FI_LOG_EP_CTRL, "%u connections: the most one RDM "
+			 "endpoint keeps\n", index);
+		return NULL;
+	}
+	chunk = ep->conn_dir[dir];
+	if (!chunk) {
+		chunk = calloc(IBF_CONN_CHUNK, sizeof(*chunk));
+		if (!chunk)
+			return NULL;
+		__atomic_store_n(&ep->conn_dir[dir], chunk, __ATOMIC_RELEASE);
+	}
+	conn = calloc(1, sizeof(*conn));
+	if (!conn)
+		return NULL;
+	conn->ep = ep;
+	conn->index = index;
+	conn->name = *name;
+	conn->fi_addr = FI_ADDR_NOTAVAIL;
+	conn->self = self;
+	__atomic_store_n(&chunk[index % IBF_CONN_CHUNK], conn, __ATOMIC_RELEASE);
+	__atomic_store_n(&ep->nconns, index + 1, __ATOMIC_RELEASE);
+	return conn;
+}
+
+/* cm_lock held.  The sending connection to name, if there is one. */
+static struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
+					      const struct ibf_name *name)
+{
+	struct ibf_rdm_conn *conn;
+	uint32_t i;
+
+	for (i = 0; i < ep->nconns; i++) {
+		conn = ibf_rdm_conn_at(ep, i);
+		if (!conn->self && !memcmp(&conn->name, name, sizeof(*name)))
+			return conn;
+	}
+	return NULL;
+}
+
+/* cm_lock held: the id is done with; its QP stays until close. */
+static void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id)
+{
+	struct rdma_cm_id **tmp;
+
+	if (!id)
+		return;
+	id->context = NULL;	/* its further events are ignored */
+	if (id->qp) {
+		struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+		ibv_modify_qp(id->qp, &attr, IBV_QP_STATE);
+	}
+	if (ep->ngrave == ep->grave_cap) {
+		tmp = realloc(ep->graveyard, (ep->grave_cap * 2 + 16) * sizeof(*tmp));
+		if (!tmp) {
+			IBF_WARN(FI_LOG_EP_CTRL, "no memory to keep a dead "
+				 "connection: it is leaked\n");
+			return;
+		}
+		ep->graveyard = tmp;
+		ep->grave_cap = ep->grave_cap * 2 + 16;
+	}
+	ep->graveyard[ep->ngrave++] = id;
+}
+
+/* Tell the CQs there is work in ep->failed. */
+static void ibf_rdm_set_pending(struct ibf_rdm_ep *ep)
+{
+	__atomic_store_n(&ep->cm_pending, 1, __ATOMIC_SEQ_CST);
+	if (ep->tx_cq && ep->tx_cq->channel)
+		ibf_waitfd_raise(&ep->tx_cq->wait);
+	if (ep->rx_cq && ep->rx_cq != ep->tx_cq && ep->rx_cq->channel)
+		ibf_waitfd_raise(&ep->rx_cq->wait);
+}
+
+static void ibf_rdm_fail_op(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			    int err)
+{
+	op->op.err = err;
+	ibf_rdm_list_append(&ep->failed, op);
+}
+
+/*
+ * cm_lock held.  The connection is over: rendezvous sends waiting on it
+ * fail (by epoch), and so does its queue unless keep_queue (the peer is
+ * connecting anew, and the queue will go there).
+ */
+static void ibf_rdm_conn_end(struct ibf_rdm_conn *conn, int err, int keep_queue)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_op *op;
+	char buf[64];
+
+	if (err == -FI_ECONNABORTED && !conn->queue_head)
+		IBF_INFO(FI_LOG_EP_CTRL, "%s disconnected\n",
+			 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)));
+	else
+		IBF_WARN(FI_LOG_EP_CTRL, "connection to %s failed: %s\n",
+			 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)),
+			 fi_strerror(-err));
+	while (!keep_queue && (op = conn->queue_head)) {
+		conn->queue_head = op->next;
+		ibf_rdm_fail_op(ep, op, err);
+	}
+	if (!conn->queue_head)
+		conn->queue_tail = NULL;
+	ibf_rdm_bury(ep, conn->id);
+	ibf_rdm_bury(ep, conn->loser);
+	conn->id = conn->loser = NULL;
+	conn->epoch++;
+	ep->dead_seen = 1;
+	__atomic_store_n(&conn->state, IBF_CONN_IDLE, __ATOMIC_RELEASE);
+	ibf_rdm_set_pending(ep);
+}
+
+static void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err)
+{
+	ibf_rdm_conn_end(conn, err, 0);
+}
+
+int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
+		      struct ibv_sge *sge, int nsge, int inl)
+{
+	struct ibv_send_wr wr = { 0 }, *bad;
+	int ret;
+
+	wr.wr_id = (uintptr_t)&op->op;
+	wr.sg_list = sge;
+	wr.num_sge = nsge;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+	((struct ibf_rdm_hdr *)op->mem)->conn = conn->remote;
+	__atomic_add_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
+	ret = ibv_post_send(conn->id->qp, &wr, &bad);
+	if (unlikely(ret)) {
+		__atomic_sub_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
+		return ret == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(ret);
+	}
+	return 0;
+}
+
+/* A queued op, built whole in op->mem: post it. */
+int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)op->mem,
+		.length = op->wire_len,
+		.lkey = conn->ep->mem_mr->lkey,
+	};
+
+	op->epoch = conn->epoch;
+	if (((struct ibf_rdm_hdr *)op->mem)->type == IBF_RDM_RTS) {
+		op->state = IBF_RDM_TX_RTS;
+		op->reads_left = 2;	/* its own completion, and the FIN */
+	} else {
+		op->state = IBF_RDM_TX;
+	}
+	return ibf_rdm_post_send(conn, op, &sge, 1,
+				 op->wire_len <= conn->ep->max_inline);
+}
+
+/* cm_lock held, connection established: post the queue, then go direct. */
+static void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_op *op;
+	int ret;
+
+	while ((op = conn->queue_head)) {
+		conn->queue_head = op->next;
+		ret = ibf_rdm_post_built(conn, op);
+		if (ret) {
+			IBF_WARN(FI_LOG_EP_DATA, "posting a queued send: %s\n",
+				 fi_strerror(-ret));
+			ibf_rdm_fail_op(conn->ep, op, ret);
+			ibf_rdm_set_pending(conn->ep);
+		}
+	}
+	conn->queue_tail = NULL;
+	__atomic_store_n(&conn->state, IBF_CONN_CONNECTED, __ATOMIC_RELEASE);
+}
+
+static int ibf_rdm_qp_create(struct ibf_rdm_ep *ep, struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr attr = { 0 };
+
+	attr.qp_type = IBV_QPT_RC;
+	attr.send_cq = ep->hcq;
+	attr.recv_cq = ep->hcq;
+	attr.srq = ep->srq;
+	attr.cap.max_send_wr = ep->sq_depth;
+	attr.cap.max_send_sge = IBF_RDM_IOV;
+	attr.cap.max_inline_data = ep->max_inline;
+	if (rdma_create_qp(id, ep->domain->pd, &attr)) {
+		/* Fewer inline bytes may do; learn the device's limit once. */
+		attr.cap.max_inline_data = 0;
+		if (!ep->max_inline || rdma_create_qp(id, ep->domain->pd, &attr)) {
+			IBF_WARN(FI_LOG_EP_CTRL, "rdma_create_qp(send %u): %s\n",
+				 ep->sq_depth, strerror(errno));
+			return ibf_errno_to_fi(errno);
+		}
+	}
+	ep->max_inline = attr.cap.max_inline_data;
+	return 0;
+}
+
+static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+			    struct ibf_rdm_cm_data *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->magic = IBF_RDM_CM_MAGIC;
+	d->conn = conn->index;
+	d->name = ep->name;
+}
+
+/* Start connecting conn (cm_lock held). */
+static int ibf_rdm_conn_start(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct sockaddr_storage src;
+	struct rdma_cm_id *id;
+	int ret;
+
+	if (rdma_create_id(ep->channel, &id, conn, RDMA_PS_TCP))
+		return ibf_errno_to_fi(errno);
+	memcpy(&src, &ep->name, sizeof(ep->name));
+	ibf_addr_set_port((struct sockaddr *)&src, 0);
+	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
+			      (struct sockaddr *)&conn->name,
+			      ibf_params.cm_timeout_ms)) {
+		ret = ibf_errno_to_fi(errno);
+		rdma_destroy_id(id);
+		return ret;
+	}
+	conn->id = id;
+	__atomic_store_n(&conn->state, IBF_CONN_CONNECTING, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
+		     struct ibf_rdm_conn **out)
+{
+	struct ibf_rdm_conn *conn, **peers;
+	struct ibf_name name;
+	size_t n;
+
+	if (ibf_av_name(ep->av, addr, &name)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "fi_addr %llu is not "
+			       "in the endpoint's AV: insert the peer first\n",
+			       (unsigned long long)addr);
+		return -FI_EINVAL;
+	}
+	pthread_mutex_lock(&ep->cm_lock);
+	conn = ibf_rdm_conn_find(ep, &name);
+	if (!conn)
+		conn = ibf_rdm_conn_new(ep, &name, 0);
+	pthread_mutex_unlock(&ep->cm_lock);
+	if (!conn)
+		return -FI_ENOMEM;
+	if (addr >= ep->npeers) {
+		n = IBF_MAX(addr + 1, ep->npeers * 2);
+		peers = realloc(ep->peers, n * sizeof(*peers));
+		if (!peers)
+			return -FI_ENOMEM;
+		memset(peers + ep->npeers, 0, (n - ep->npeers) * sizeof(*peers));
+		ep->peers = peers;
+		ep->npeers = n;
+	}
+	conn->fi_addr = addr;
+	ep->peers[addr] = conn;
+	*out = conn;
+	return 0;
+}
+
+ssize_t ibf_rdm_conn_submit(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	int ret = 0;
+
+	pthread_mutex_lock(&ep->cm_lock);
+	switch (__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE)) {
+	case IBF_CONN_CONNECTED:
+		pthread_mutex_unlock(&ep->cm_lock);
+		return ibf_rdm_post_built(conn, op);
+	case IBF_CONN_IDLE:
+		ret = ibf_rdm_conn_start(conn);
+		break;
+	default:
+		break;
+	}
+	if (!ret) {
+		op->state = IBF_RDM_QUEUED;
+		op->next = NULL;
+		if (conn->queue_tail)
+			conn->queue_tail->next = op;
+		else
+			conn->queue_head = op;
+		conn->queue_tail = op;
+	}
+	pthread_mutex_unlock(&ep->cm_lock);
+	if (ret) {
+		char buf[64];
+
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot connect to %s: %s\n",
+			 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)),
+			 fi_strerror(-ret));
+	}
+	return ret;
+}
+
+/* ---- events ---- */
+
+static void ibf_rdm_reject(struct rdma_cm_id *id, uint32_t magic)
+{
+	struct ibf_rdm_cm_data d = { .magic = magic };
+
+	rdma_reject(id, magic ? &d : NULL, magic ? sizeof(d) : 0);
+}
+
+/* Accept id as conn's connection (cm_lock held). */
+static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+			   struct rdma_cm_id *id, uint32_t remote)
+{
+	struct ibf_rdm_cm_data d;
+	struct rdma_conn_param cp;
+	int ret;
+
+	id->context = conn;
+	ret = ibf_rdm_qp_create(ep, id);
+	if (ret) {
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id);
+		return;
+	}
+	ibf_rdm_cm_data(ep, conn, &d);
+	ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
+	if (rdma_accept(id, &cp)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "rdma_accept: %s\n", strerror(errno));
+		ibf_rdm_bury(ep, id);
+		return;
+	}
+	conn->id = id;
+	conn->remote = remote;
+	__atomic_store_n(&conn->state, IBF_CONN_ACCEPTING, __ATOMIC_RELEASE);
+}
+
+static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
+{
+	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
+	struct rdma_cm_id *id = ev->id;
+	struct ibf_rdm_conn *conn;
+	int self;
+
+	if (!d || ev->param.conn.private_data_len < sizeof(*d) ||
+	    d->magic != IBF_RDM_CM_MAGIC) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a connection request that is not from "
+			 "an ibfab RDM endpoint: rejected\n");
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id);
+		return;
+	}
+	self = !memcmp(&d->name, &ep->name, sizeof(ep->name));
+	conn = self ? NULL : ibf_rdm_conn_find(ep, &d->name);
+	if (!conn)
+		conn = ibf_rdm_conn_new(ep, &d->name, self);
+	if (!conn) {
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id);
+		return;
+	}
+	switch (conn->state) {
+	case IBF_CONN_CONNECTING:
+		if (memcmp(&ep->name, &d->name, sizeof(ep->name)) < 0) {
+			/* Ours wins; the peer accepts it instead. */
+			ibf_rdm_reject(id, IBF_RDM_CM_TIEBREAK);
+			ibf_rdm_bury(ep, id);
+			return;
+		}
+		conn->loser = conn->id;
+		conn->id = NULL;
+		break;
+	case IBF_CONN_ACCEPTING:
+	case IBF_CONN_CONNECTED:
+		/* The peer started anew: what we had with it is dead. */
+		ibf_rdm_conn_end(conn, -FI_ECONNABORTED, 1);
+		break;
+	default:
+		break;
+	}
+	ibf_rdm_accept(ep, conn, id, d->conn);
+}
+
+static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
+				   struct rdma_cm_event *ev)
+{
+	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
+
+	if (conn->state == IBF_CONN_CONNECTING) {
+		if (!d || ev->param.conn.private_data_len < sizeof(*d) ||
+		    d->magic != IBF_RDM_CM_MAGIC) {
+			ibf_rdm_conn_fail(conn, -FI_EOTHER);
+			return;
+		}
+		conn->remote = d->conn;
+	}
+	ibf_qp_set_rnr_timer(conn->id->qp);
+	ibf_rdm_conn_flush(conn);
+}
+
+static int ibf_rdm_is_tiebreak(const struct rdma_cm_event *ev)
+{
+	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
+
+	return d && ev->param.conn.private_data_len >= sizeof(d->magic) &&
+	       d->magic == IBF_RDM_CM_TIEBREAK;
+}
+
+/* An event on one of conn's ids (cm_lock held). */
+static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+			       struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct ibf_rdm_cm_data d;
+	struct rdma_conn_param cp;
+
+	if (id == conn->loser) {
+		if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED &&
+		    ev->event != RDMA_CM_EVENT_ROUTE_RESOLVED) {
+			ibf_rdm_bury(ep, id);
+			conn->loser = NULL;
+		}
+		return;
+	}
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (rdma_resolve_route(id, ibf_params.cm_timeout_ms))
+			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (ibf_rdm_qp_create(ep, id)) {
+			ibf_rdm_conn_fail(conn, -FI_ENOMEM);
+			break;
+		}
+		ibf_rdm_cm_data(ep, conn, &d);
+		ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
+		if (rdma_connect(id, &cp))
+			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		ibf_rdm_on_established(conn, ev);
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		if (ibf_rdm_is_tiebreak(ev)) {
+			/* The peer's connect is the one: wait for it. */
+			ibf_rdm_bury(ep, id);
+			conn->id = NULL;
+			__atomic_store_n(&conn->state, IBF_CONN_WAITING,
+					 __ATOMIC_RELEASE);
+		} else {
+			ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
+		}
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		ibf_rdm_conn_fail(conn, -FI_EHOSTUNREACH);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		rdma_disconnect(id);
+		ibf_rdm_conn_fail(conn, -FI_ECONNABORTED);
+		break;
+	default:
+		break;
+	}
+}
+
+static void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
+{
+	struct ibf_rdm_conn *conn;
+
+	IBF_DBG(FI_LOG_EP_CTRL, "%s on id %p\n", rdma_event_str(ev->event),
+		(void *)ev->id);
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		ibf_rdm_on_request(ep, ev);
+		return;
+	}
+	conn = ev->id->context;
+	if (!conn || ev->id == ep->listen_id)
+		return;		/* a buried id, or the listener */
+	if (conn->self) {
+		/* The accepting half of a connection to ourselves. */
+		if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
+			__atomic_store_n(&conn->state, IBF_CONN_CONNECTED,
+					 __ATOMIC_RELEASE);
+		else if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
+			ibf_rdm_conn_fail(conn, -FI_ECONNABORTED);
+		return;
+	}
+	ibf_rdm_conn_event(ep, conn, ev);
+}
+
+static void *ibf_rdm_cm_thread(void *arg)
+{
+	struct ibf_rdm_ep *ep = arg;
+	struct pollfd fds[2] = {
+		{ .fd = ep->channel->fd, .events = POLLIN },
+		{ .fd = ep->stop_fd, .events = POLLIN },
+	};
+	struct rdma_cm_event *ev;
+
+	for (;;) {
+		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (fds[1].revents)
+			break;
+		while (!rdma_get_cm_event(ep->channel, &ev)) {
+			pthread_mutex_lock(&ep->cm_lock);
+			ibf_rdm_cm_event(ep, ev);
+			pthread_mutex_unlock(&ep->cm_lock);
+			rdma_ack_cm_event(ev);
+		}
+	}
+	return NULL;
+}
+
+/* ---- life cycle ---- */
+
+int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
+{
+	struct ibv_port_attr port;
+	struct sockaddr_storage src;
+	char buf[64];
+
+	if (!info->src_addr || !info->src_addrlen ||
+	    info->src_addrlen > sizeof(src)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "an RDM endpoint needs the src_addr of "
+			 "an ibfab fi_info\n");
+		return -FI_EINVAL;
+	}
+	memset(&src, 0, sizeof(src));
+	memcpy(&src, info->src_addr, info->src_addrlen);
+	ep->channel = rdma_create_event_channel();
+	if (!ep->channel)
+		return ibf_errno_to_fi(errno);
+	if (ibf_fd_set_nonblock(ep->channel->fd) ||
+	    rdma_create_id(ep->channel, &ep->listen_id, NULL, RDMA_PS_TCP))
+		return ibf_errno_to_fi(errno);
+	if (rdma_bind_addr(ep->listen_id, (struct sockaddr *)&src)) {
+		int ret = ibf_errno_to_fi(errno);
+
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind %s: %s\n",
+			 ibf_addr_str((struct sockaddr *)&src, buf, sizeof(buf)),
+			 strerror(errno));
+		return ret;
+	}
+	if (ep->listen_id->verbs != ep->domain->verbs) {
+		IBF_WARN(FI_LOG_EP_CTRL, "%s is not on the domain's device\n",
+			 ibf_addr_str((struct sockaddr *)&src, buf, sizeof(buf)));
+		return -FI_EINVAL;
+	}
+	if (rdma_listen(ep->listen_id, 1024))
+		return ibf_errno_to_fi(errno);
+	ep->max_read = 1u << 30;
+	if (!ibv_query_port(ep->domain->verbs, ep->listen_id->port_num, &port) &&
+	    port.max_msg_sz)
+		ep->max_read = IBF_MIN(port.max_msg_sz, 1u << 30);
+	ep->namelen = ibf_addr_len(rdma_get_local_addr(ep->listen_id));
+	return ibf_name_from_sockaddr(&ep->name,
+				      rdma_get_local_addr(ep->listen_id),
+				      ep->namelen);
+}
+
+int ibf_rdm_cm_start(struct ibf_rdm_ep *ep)
+{
+	int ret;
+
+	ep->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (ep->stop_fd < 0)
+		return ibf_errno_to_fi(errno);
+	ret = pthread_create(&ep->cm_thread, NULL, ibf_rdm_cm_thread, ep);
+	if (ret) {
+		IBF_WARN(FI_LOG_EP_CTRL, "pthread_create: %s\n", strerror(ret));
+		return ibf_errno_to_fi(ret);
+	}
+	ep->cm_thread_started = 1;
+	return 0;
+}
+
+void ibf_rdm_cm_stop(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_conn *conn;
+	uint64_t one = 1;
+	uint32_t i;
+
+	if (ep->cm_thread_started) {
+		if (write(ep->stop_fd, &one, sizeof(one)) != sizeof(one))
+			IBF_WARN(FI_LOG_EP_CTRL, "cannot stop the connection "
+				 "thread\n");
+		pthread_join(ep->cm_thread, NULL);
+		ep->cm_thread_started = 0;
+	}
+	/* Peers see DISCONNECTED; our QPs flush what they hold. */
+	for (i = 0; i < ep->nconns; i++) {
+		conn = ibf_rdm_conn_at(ep, i);
+		if (conn->id && conn->state >= IBF_CONN_ACCEPTING)
+			rdma_disconnect(conn->id);
+		ibf_rdm_bury(ep, conn->id);
+		ibf_rdm_bury(ep, conn->loser);
+		conn->id = conn->loser = NULL;
+	}
+}
+
+void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep)
+{
+	struct rdma_cm_event *ev;
+	uint32_t i;
+
+	/* Ack what is left, or rdma_destroy_id would wait for it. */
+	while (ep->channel && !rdma_get_cm_event(ep->channel, &ev))
+		rdma_ack_cm_event(ev);
+	for (i = 0; i < ep->ngrave; i++) {
+		if (ep->graveyard[i]->qp)
+			rdma_destroy_qp(ep->graveyard[i]);
+		rdma_destroy_id(ep->graveyard[i]);
+	}
+	free(ep->graveyard);
+	for (i = 0; i < ep->nconns; i++)
+		free(ibf_rdm_conn_at(ep, i));
+	for (i = 0; i < IBF_CONN_DIRS; i++)
+		free(ep->conn_dir[i]);
+	if (ep->listen_id)
+		rdma_destroy_id(ep->listen_id);
+	if (ep->channel)
+		rdma_destroy_event_channel(ep->channel);
+	if (ep->stop_fd >= 0)
+		close(ep->stop_fd);
+}
+
+void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_list failed;
+	struct ibf_rdm_op *op;
+	uint32_t i;
+	int dead;
+
+	ibf_lock_acquire(&ep->lock);
+	pthread_mutex_lock(&ep->cm_lock);
+	__atomic_store_n(&ep->cm_pending, 0, __ATOMIC_SEQ_CST);
+	failed = ep->failed;
+	ep->failed.head = ep->failed.tail = NULL;
+	dead = ep->dead_seen;
+	ep->dead_seen = 0;
+	pthread_mutex_unlock(&ep->cm_lock);
+
+	while ((op = failed.head)) {
+		ibf_rdm_list_remove(&failed, op);
+		ibf_rdm_complete(op, op->op.err);
+	}
+	/*
+	 * Rendezvous sends whose FIN will never come: their connection died
+	 * (its epoch moved on).  Each completes, in error, once its own work
+	 * request has too (the device flushes it if it has not).
+	 */
+	for (i = 0; dead && i < ep->ntx; i++) {
+		op = &ep->ops[i];
+		if (op->state != IBF_RDM_TX_RTS ||
+		    op->epoch == __atomic_load_n(&op->conn->epoch, __ATOMIC_RELAXED))
+			continue;
+		op->epoch = op->conn->epoch;	/* counted once */
+		op->read_err = -FI_ECONNABORTED;
+		if (--op->reads_left == 0)
+			ibf_rdm_complete(op, op->read_err);
+	}
+	ibf_lock_release(&ep->lock);
+}

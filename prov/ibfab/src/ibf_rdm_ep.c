@@ -1,0 +1,652 @@
+/*
+ * FI_EP_RDM endpoints: life cycle (see ibf_rdm.h for the design).
+ *
+ * fi_endpoint binds and listens on an rdma_cm id, so fi_getname works at
+ * once; fi_ep_bind records the AV and CQs; fi_enable makes the SRQ, the
+ * operations and their registered buffers, posts the bounces and starts
+ * the connection thread; fi_close stops the thread, disconnects every
+ * peer, takes the endpoint's completions out of the CQs and frees it all.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ibf_rdm.h"
+
+/* ---- operation pools ---- */
+
+void ibf_rdm_list_append(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
+{
+	op->next = NULL;
+	op->prev = l->tail;
+	if (l->tail)
+		l->tail->next = op;
+	else
+		l->head = op;
+	l->tail = op;
+}
+
+void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
+{
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		l->head = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+	else
+		l->tail = op->prev;
+	op->next = op->prev = NULL;
+}
+
+struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_op *op = ep->tx_free;
+
+	if (likely(op))
+		ep->tx_free = op->next;
+	return op;
+}
+
+int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)b->mem,
+		.length = (uint32_t)ep->slot,
+		.lkey = ep->mem_mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&b->op, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+	int ret;
+
+	b->state = IBF_RDM_BOUNCE_POSTED;
+	b->conn = NULL;
+	ret = ibv_post_srq_recv(ep->srq, &wr, &bad);
+	if (unlikely(ret)) {
+		IBF_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s: one eager "
+			 "buffer fewer\n", strerror(ret));
+		return ibf_errno_to_fi(ret);
+	}
+	return 0;
+}
+
+static int ibf_rdm_pools_init(struct ibf_rdm_ep *ep)
+{
+	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
+	size_t bytes = (size_t)(ep->ntx + ep->nbounce) * ep->slot;
+	struct ibf_rdm_op *op;
+
+	ep->ops = calloc(n, sizeof(*ep->ops));
+	if (!ep->ops || posix_memalign((void **)&ep->mem, 4096, bytes))
+		return -FI_ENOMEM;
+	ep->mem_mr = ibv_reg_mr(ep->domain->pd, ep->mem, bytes,
+				IBV_ACCESS_LOCAL_WRITE);
+	if (!ep->mem_mr) {
+		IBF_WARN(FI_LOG_EP_CTRL, "registering %zu bytes of eager "
+			 "buffers: %s\n", bytes, strerror(errno));
+		return ibf_errno_to_fi(errno);
+	}
+	for (i = 0; i < n; i++) {
+		op = &ep->ops[i];
+		op->op.kind = IBF_OP_RDM;
+		op->op.src = FI_ADDR_NOTAVAIL;
+		op->ep = ep;
+		if (i < ep->ntx) {
+			op->mem = ep->mem + (size_t)i * ep->slot;
+			op->next = ep->tx_free;
+			ep->tx_free = op;
+		} else if (i < ep->ntx + ep->nrx) {
+			op->next = ep->rx_free;
+			ep->rx_free = op;
+		} else {
+			op->is_bounce = 1;
+			op->mem = ep->mem + (size_t)(i - ep->nrx) * ep->slot;
+		}
+	}
+	return 0;
+}
+
+static int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep)
+{
+	uint32_t i;
+	int ret;
+
+	for (i = 0; i < ep->nbounce; i++) {
+		ret = ibf_rdm_bounce_post(ep, &ep->ops[ep->ntx + ep->nrx + i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+uint8_t *ibf_rdm_op_mem(struct ibf_rdm_op *op)
+{
+	return op->mem;
+}
+
+/* ---- AV: fi_addrs that go away ---- */
+
+static void ibf_rdm_av_attach(struct ibf_rdm_ep *ep)
+{
+	pthread_mutex_lock(&ep->av->lock);
+	ep->av_next = ep->av->eps;
+	ep->av->eps = ep;
+	pthread_mutex_unlock(&ep->av->lock);
+}
+
+static void ibf_rdm_av_detach(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_ep **p;
+
+	pthread_mutex_lock(&ep->av->lock);
+	for (p = &ep->av->eps; *p; p = &(*p)->av_next) {
+		if (*p == ep) {
+			*p = ep->av_next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ep->av->lock);
+}
+
+void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr)
+{
+	struct ibf_rdm_ep *ep;
+
+	pthread_mutex_lock(&av->lock);
+	for (ep = av->eps; ep; ep = ep->av_next) {
+		ibf_lock_acquire(&ep->lock);
+		if (addr < ep->npeers && ep->peers[addr]) {
+			ep->peers[addr]->fi_addr = FI_ADDR_NOTAVAIL;
+			ep->peers[addr] = NULL;
+		}
+		ibf_lock_release(&ep->lock);
+	}
+	pthread_mutex_unlock(&av->lock);
+}
+
+/* ---- fi_ops ---- */
+
+static int ibf_rdm_bind_cq(struct ibf_rdm_ep *ep, struct ibf_cq *cq,
+			   uint64_t flags)
+{
+	if (!(flags & (FI_TRANSMIT | FI_RECV))) {
+		IBF_WARN(FI_LOG_EP_CTRL, "bind a CQ with FI_TRANSMIT and/or "
+			 "FI_RECV\n");
+		return -FI_EINVAL;
+	}
+	if (((flags & FI_TRANSMIT) && ep->tx_cq) ||
+	    ((flags & FI_RECV) && ep->rx_cq)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a CQ is already bound there\n");
+		return -FI_EINVAL;
+	}
+	if (flags & FI_TRANSMIT) {
+		ep->tx_cq = cq;
+		ep->tx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
+		ibf_ref_get(&cq->ref);
+	}
+	if (flags & FI_RECV) {
+		ep->rx_cq = cq;
+		ep->rx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
+		ibf_ref_get(&cq->ref);
+	}
+	return 0;
+}
+
+static int ibf_rdm_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+
+	if (!bfid)
+		return -FI_EINVAL;
+	if (ep->enabled) {
+		IBF_WARN(FI_LOG_EP_CTRL, "bind before fi_enable\n");
+		return -FI_EOPBADSTATE;
+	}
+	switch (bfid->fclass) {
+	case FI_CLASS_CQ:
+		return ibf_rdm_bind_cq(ep, container_of(bfid, struct ibf_cq,
+							cq_fid.fid), flags);
+	case FI_CLASS_AV:
+		if (ep->av) {
+			IBF_WARN(FI_LOG_EP_CTRL, "an AV is already bound\n");
+			return -FI_EINVAL;
+		}
+		ep->av = container_of(bfid, struct ibf_av, av_fid.fid);
+		ibf_ref_get(&ep->av->ref);
+		ibf_rdm_av_attach(ep);
+		return 0;
+	case FI_CLASS_EQ:
+		/* Connections are ibfab's business: nothing is reported. */
+		return 0;
+	case FI_CLASS_CNTR:
+		IBF_WARN(FI_LOG_EP_CTRL, "counters are not supported yet\n");
+		return -FI_ENOSYS;
+	default:
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind class %zu to an RDM "
+			 "endpoint\n", bfid->fclass);
+		return -FI_EINVAL;
+	}
+}
+
+static struct ibf_cq *ibf_rdm_send_cq(struct ibf_rdm_ep *ep)
+{
+	return ep->tx_cq ? ep->tx_cq : ep->rx_cq;
+}
+
+static struct ibf_cq *ibf_rdm_recv_cq(struct ibf_rdm_ep *ep)
+{
+	return ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+}
+
+static int ibf_rdm_channel_fd(const struct ibf_rdm_ep *ep)
+{
+	return ep->channel_cq ? ep->channel_cq->fd : -1;
+}
+
+/* Soft completion room in the user's CQs, and their progress of us. */
+static int ibf_rdm_attach_cqs(struct ibf_rdm_ep *ep)
+{
+	struct ibf_cq *scq = ibf_rdm_send_cq(ep), *rcq = ibf_rdm_recv_cq(ep);
+	int fd = ibf_rdm_channel_fd(ep), ret;
+
+	ret = ibf_cq_soft_reserve(scq, ep->ntx);
+	if (ret)
+		return ret;
+	ret = ibf_cq_soft_reserve(rcq, ep->nrx);
+	if (ret)
+		goto err_rsoft;
+	ret = ibf_cq_add_rdm(scq, ep, fd);
+	if (ret)
+		goto err_add;
+	if (rcq != scq && (ret = ibf_cq_add_rdm(rcq, ep, fd))) {
+		ibf_cq_del_rdm(scq, ep, fd);
+		goto err_add;
+	}
+	ep->soft_reserved = 1;
+	return 0;
+err_add:
+	ibf_cq_soft_unreserve(rcq, ep->nrx);
+err_rsoft:
+	ibf_cq_soft_unreserve(scq, ep->ntx);
+	return ret;
+}
+
+static void ibf_rdm_detach_cqs(struct ibf_rdm_ep *ep)
+{
+	struct ibf_cq *scq = ibf_rdm_send_cq(ep), *rcq = ibf_rdm_recv_cq(ep);
+	int fd = ibf_rdm_channel_fd(ep);
+
+	if (!ep->soft_reserved)
+		return;
+	ibf_cq_del_rdm(scq, ep, fd);
+	if (rcq != scq)
+		ibf_cq_del_rdm(rcq, ep, fd);
+	ibf_cq_soft_unreserve(rcq, ep->nrx);
+	ibf_cq_soft_unreserve(scq, ep->ntx);
+	ep->soft_reserved = 0;
+}
+
+/*
+ * The endpoint's own CQ, which every QP of it completes to, sized so it
+ * cannot overflow; with a completion channel if a user CQ can be waited on.
+ */
+static int ibf_rdm_hcq_open(struct ibf_rdm_ep *ep)
+{
+	int size = (int)(ibf_rdm_sq_need(ep) + ep->nbounce);
+
+	if ((ep->tx_cq && ep->tx_cq->channel) || (ep->rx_cq && ep->rx_cq->channel)) {
+		ep->channel_cq = ibv_create_comp_channel(ep->domain->verbs);
+		if (!ep->channel_cq)
+			return ibf_errno_to_fi(errno);
+	}
+	ep->hcq = ibv_create_cq(ep->domain->verbs, size, ep, ep->channel_cq, 0);
+	if (!ep->hcq) {
+		IBF_WARN(FI_LOG_EP_CTRL, "ibv_create_cq(%d): %s\n", size,
+			 strerror(errno));
+		return ibf_errno_to_fi(errno);
+	}
+	return 0;
+}
+
+static void ibf_rdm_hcq_close(struct ibf_rdm_ep *ep)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+
+	while (ep->channel_cq && !ibv_get_cq_event(ep->channel_cq, &ev_cq, &ev_ctx))
+		ep->cq_events++;
+	if (ep->hcq) {
+		ibv_ack_cq_events(ep->hcq, ep->cq_events);
+		ibv_destroy_cq(ep->hcq);
+	}
+	if (ep->channel_cq)
+		ibv_destroy_comp_channel(ep->channel_cq);
+}
+
+static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
+{
+	struct ibf_domain *dom = ep->domain;
+	struct ibv_srq_init_attr srq_attr = { 0 };
+	enum fi_threading threading = dom->info->domain_attr->threading;
+	int ret;
+
+	if (ep->enabled)
+		return 0;
+	if (!ep->av || (!ep->tx_cq && !ep->rx_cq)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind an AV and CQs to the "
+			 "RDM endpoint first\n");
+		return -FI_ENOAV;
+	}
+	/* Two CQs may be read at once by two threads, each progressing us. */
+	if (!ep->lock.enabled && threading != FI_THREAD_DOMAIN &&
+	    ep->tx_cq && ep->rx_cq && ep->tx_cq != ep->rx_cq)
+		ep->lock.enabled = 1;
+	srq_attr.attr.max_wr = ep->nbounce;
+	srq_attr.attr.max_sge = 1;
+	ep->srq = ibv_create_srq(dom->pd, &srq_attr);
+	if (!ep->srq) {
+		IBF_WARN(FI_LOG_EP_CTRL, "ibv_create_srq(%u): %s\n", ep->nbounce,
+			 strerror(errno));
+		return ibf_errno_to_fi(errno);
+	}
+	ret = ibf_rdm_hcq_open(ep);
+	if (ret)
+		return ret;
+	ret = ibf_rdm_pools_init(ep);
+	if (ret)
+		return ret;
+	ret = ibf_rdm_attach_cqs(ep);
+	if (ret)
+		return ret;
+	ret = ibf_rdm_bounces_post(ep);
+	if (ret)
+		return ret;
+	ret = ibf_rdm_cm_start(ep);
+	if (ret)
+		return ret;
+	ep->enabled = 1;
+	return 0;
+}
+
+static int ibf_rdm_control(struct fid *fid, int command, void *arg)
+{
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+	uint64_t *flags = arg;
+
+	switch (command) {
+	case FI_ENABLE:
+		return ibf_rdm_enable(ep);
+	case FI_GETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if (*flags & FI_TRANSMIT)
+			*flags = ep->tx_op_flags;
+		else if (*flags & FI_RECV)
+			*flags = ep->rx_op_flags;
+		else
+			return -FI_EINVAL;
+		return 0;
+	case FI_SETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if (*flags & FI_TRANSMIT)
+			ep->tx_op_flags = *flags & ~FI_TRANSMIT;
+		else if (*flags & FI_RECV)
+			ep->rx_op_flags = *flags & ~FI_RECV;
+		else
+			return -FI_EINVAL;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+/*
+ * Closing: the QPs are in the error state, so every send-side request
+ * completes (flushed) into our CQ; wait for them, for at most a second,
+ * then take our soft completions out of the user's CQs.
+ */
+static int ibf_rdm_never(const struct ibv_wc *wc, void *arg)
+{
+	return 0;
+}
+
+static int ibf_rdm_idle(void *arg)
+{
+	return 0;
+}
+
+static int ibf_rdm_drain_soft(const struct ibf_op *op, void *arg)
+{
+	return op->kind == IBF_OP_RDM &&
+	       container_of(op, struct ibf_rdm_op, op)->ep == arg;
+}
+
+static void ibf_rdm_drain(struct ibf_rdm_ep *ep)
+{
+	struct ibf_cq *scq = ibf_rdm_send_cq(ep), *rcq = ibf_rdm_recv_cq(ep);
+	struct ibf_drain d = {
+		.mine = ibf_rdm_never,
+		.busy = ibf_rdm_idle,
+		.soft_mine = ibf_rdm_drain_soft,
+		.arg = ep,
+	};
+	struct ibv_wc wc[IBF_CQ_BATCH];
+	struct ibf_rdm_op *op;
+	struct timespec deadline;
+	int n, i;
+
+	ibf_deadline(&deadline, 1000);
+	while (__atomic_load_n(&ep->sq_posted, __ATOMIC_RELAXED) > 0 &&
+	       ibf_ms_left(&deadline)) {
+		n = ibv_poll_cq(ep->hcq, IBF_CQ_BATCH, wc);
+		for (i = 0; i < n; i++) {
+			op = container_of((struct ibf_op *)(uintptr_t)wc[i].wr_id,
+					  struct ibf_rdm_op, op);
+			if (!op->is_bounce || op->state != IBF_RDM_BOUNCE_POSTED)
+				__atomic_sub_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
+		}
+	}
+	ibf_cq_drain(scq, &d);
+	if (rcq != scq)
+		ibf_cq_drain(rcq, &d);
+}
+
+static void ibf_rdm_free_pools(struct ibf_rdm_ep *ep)
+{
+	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
+	int j;
+
+	for (i = 0; ep->ops && i < n; i++)
+		for (j = 0; j < ep->ops[i].nmr; j++)
+			ibv_dereg_mr(ep->ops[i].mr[j]);
+	if (ep->mem_mr)
+		ibv_dereg_mr(ep->mem_mr);
+	free(ep->mem);
+	free(ep->ops);
+}
+
+static int ibf_rdm_close(struct fid *fid)
+{
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+
+	ibf_rdm_cm_stop(ep);	/* disconnects; QPs in the error state */
+	if (ep->soft_reserved)
+		ibf_rdm_drain(ep);
+	ibf_rdm_detach_cqs(ep);
+	ibf_rdm_cm_destroy(ep);	/* QPs and ids */
+	ibf_rdm_hcq_close(ep);
+	if (ep->srq)
+		ibv_destroy_srq(ep->srq);
+	ibf_rdm_free_pools(ep);
+	if (ep->tx_cq)
+		ibf_ref_put(&ep->tx_cq->ref);
+	if (ep->rx_cq)
+		ibf_ref_put(&ep->rx_cq->ref);
+	if (ep->av) {
+		ibf_rdm_av_detach(ep);
+		ibf_ref_put(&ep->av->ref);
+	}
+	free(ep->peers);
+	pthread_mutex_destroy(&ep->cm_lock);
+	ibf_lock_fini(&ep->lock);
+	ibf_ref_put(&ep->domain->ref);
+	fi_freeinfo(ep->info);
+	free(ep);
+	return 0;
+}
+
+static struct fi_ops ibf_rdm_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ibf_rdm_close,
+	.bind = ibf_rdm_bind,
+	.control = ibf_rdm_control,
+	.ops_open = ibf_no_ops_open,
+	.tostr = ibf_no_tostr,
+	.ops_set = ibf_no_ops_set,
+};
+
+static int ibf_rdm_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+	size_t room;
+
+	if (!addrlen)
+		return -FI_EINVAL;
+	room = *addrlen;
+	*addrlen = ep->namelen;
+	if (!addr || room < ep->namelen)
+		return -FI_ETOOSMALL;
+	memcpy(addr, &ep->name, ep->namelen);
+	return 0;
+}
+
+static int ibf_rdm_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	IBF_WARN(FI_LOG_EP_CTRL, "fi_setname: an RDM endpoint's name is its "
+		 "listening address; give it through fi_getinfo's src_addr\n");
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_cm ibf_rdm_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = ibf_rdm_setname,
+	.getname = ibf_rdm_getname,
+	.getpeer = ibf_no_getpeer,
+	.connect = ibf_no_connect,
+	.listen = ibf_no_listen,
+	.accept = ibf_no_accept,
+	.reject = ibf_no_reject,
+	.shutdown = ibf_no_shutdown,
+	.join = ibf_no_join,
+};
+
+static ssize_t ibf_rdm_ep_cancel(fid_t fid, void *context)
+{
+	return ibf_rdm_cancel(container_of(fid, struct ibf_rdm_ep, ep_fid.fid),
+			      context);
+}
+
+static int ibf_rdm_getopt(fid_t fid, int level, int optname, void *optval,
+			  size_t *optlen)
+{
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	return -FI_ENOPROTOOPT;
+}
+
+static int ibf_rdm_setopt(fid_t fid, int level, int optname,
+			  const void *optval, size_t optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+static struct fi_ops_ep ibf_rdm_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = ibf_rdm_ep_cancel,
+	.getopt = ibf_rdm_getopt,
+	.setopt = ibf_rdm_setopt,
+	.tx_ctx = (void *)ibf_no_ctx,
+	.rx_ctx = (void *)ibf_no_ctx,
+	.rx_size_left = ibf_no_size_left,
+	.tx_size_left = ibf_no_size_left,
+};
+
+/* Queue and buffer sizes from the fi_info, clamped to the device. */
+static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
+{
+	const struct ibv_device_attr *da = &ep->domain->dev_attr;
+	size_t tx = info->tx_attr && info->tx_attr->size ? info->tx_attr->size :
+		    ibf_params.tx_size;
+	size_t rx = info->rx_attr && info->rx_attr->size ? info->rx_attr->size :
+		    ibf_params.rx_size;
+
+	ep->ntx = (uint32_t)IBF_MIN(tx, 16384);
+	ep->nrx = (uint32_t)IBF_MIN(rx, 16384);
+	ep->nbounce = (uint32_t)IBF_MIN(rx, (size_t)(da->max_srq_wr ?
+						      da->max_srq_wr : 256));
+	ep->eager_size = ibf_params.eager_size;
+	ep->slot = sizeof(struct ibf_rdm_hdr) +
+		   IBF_MAX(ep->eager_size, sizeof(struct ibf_rdm_rts));
+	ep->slot = (ep->slot + 63) & ~(size_t)63;
+	ep->inject_size = info->tx_attr && info->tx_attr->inject_size ?
+			  info->tx_attr->inject_size : ep->eager_size;
+	if (ep->inject_size > ep->eager_size)
+		ep->inject_size = ep->eager_size;
+	ep->tx_iov_limit = IBF_MIN(info->tx_attr && info->tx_attr->iov_limit ?
+				   info->tx_attr->iov_limit : IBF_RDM_IOV, IBF_RDM_IOV);
+	ep->rx_iov_limit = IBF_MIN(info->rx_attr && info->rx_attr->iov_limit ?
+				   info->rx_attr->iov_limit : IBF_RDM_IOV, IBF_RDM_IOV);
+	ep->max_inline = 256;	/* a first guess; the first QP says */
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	/* Every send is signalled: its slot is reused on its completion. */
+	ep->sq_depth = (uint32_t)IBF_MIN((size_t)da->max_qp_wr,
+					 ibf_rdm_sq_need(ep));
+}
+
+int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
+		    struct fid_ep **ep_fid, void *context)
+{
+	struct ibf_domain *dom = to_ibf_domain(domain_fid);
+	struct ibf_rdm_ep *ep;
+	int ret;
+
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->domain = dom;
+	ep->stop_fd = -1;
+	ibf_lock_init(&ep->lock, ibf_threading_needs_lock(dom->info->domain_attr->threading));
+	pthread_mutex_init(&ep->cm_lock, NULL);
+	ep->info = fi_dupinfo(info);
+	if (!ep->info) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
+	ibf_rdm_size(ep, info);
+	ep->ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &ibf_rdm_fi_ops;
+	ep->ep_fid.ops = &ibf_rdm_ep_ops;
+	ep->ep_fid.cm = &ibf_rdm_cm_ops;
+	ep->ep_fid.msg = &ibf_rdm_msg_ops;
+	ep->ep_fid.tagged = &ibf_rdm_tagged_ops;
+	ep->ep_fid.rma = &ibf_no_rma_ops;
+	ibf_ref_get(&dom->ref);
+	ret = ibf_rdm_cm_listen(ep, info);
+	if (ret) {
+		ibf_rdm_close(&ep->ep_fid.fid);
+		return ret;
+	}
+	*ep_fid = &ep->ep_fid;
+	return 0;
+err:
+	pthread_mutex_destroy(&ep->cm_lock);
+	ibf_lock_fini(&ep->lock);
+	free(ep);
+	return ret;
+}
