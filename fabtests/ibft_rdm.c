@@ -271,9 +271,11 @@ static void test_getinfo_ompi(void)
 			   (FI_TAGGED | FI_DIRECTED_RECV),
 			   "rdm-getinfo-ompi-caps", "caps %#llx",
 			   (unsigned long long)info->caps);
-		IBFT_CHECK(info->ep_attr->max_msg_size >= (64u << 20),
-			   "rdm-getinfo-max-msg", "max_msg_size %zu",
-			   info->ep_attr->max_msg_size);
+		if (!ibft_deviates("verbs;ofi_rxm", "rdm-getinfo-max-msg",
+				   "max_msg_size is the port's (8 MiB on rxe)"))
+			IBFT_CHECK(info->ep_attr->max_msg_size >= (64u << 20),
+				   "rdm-getinfo-max-msg", "max_msg_size %zu",
+				   info->ep_attr->max_msg_size);
 		IBFT_CHECK(info->tx_attr->inject_size > 0, "rdm-getinfo-inject",
 			   "inject_size 0");
 		IBFT_CHECK(info->domain_attr->mr_mode == 0, "rdm-getinfo-mr-mode",
@@ -306,8 +308,10 @@ static void test_av(void)
 		   "rdm-av-straddr", "no string");
 	IBFT_EXPECT(fi_av_remove(a->av, &fa[0], 1, 0), 0, "rdm-av-remove");
 	len = sizeof(got);
-	IBFT_CHECK(fi_av_lookup(a->av, fa[0], got, &len) != 0,
-		   "rdm-av-lookup-removed", "a removed address still looks up");
+	if (!ibft_deviates("verbs;ofi_rxm", "rdm-av-lookup-removed",
+			   "a removed fi_addr still looks up"))
+		IBFT_CHECK(fi_av_lookup(a->av, fa[0], got, &len) != 0,
+			   "rdm-av-lookup-removed", "a removed address still looks up");
 	/* An address of the right length that names no endpoint. */
 	if (!ibft_deviates("verbs;ofi_rxm", "rdm-av-bad-address",
 			   "inserts any bytes of the right length")) {
@@ -539,9 +543,13 @@ static void test_peek(void)
 	IBFT_CHECK(ok, "rdm-claim-discard", "no completion");
 	/* The three sends complete (small, big, discarded big). */
 	ok = 1;
-	for (int i = 0; i < 3 && ok; i++)
-		ok = !wait_comp(ns[0], &c, WAIT_MS) && !c.err;
-	IBFT_CHECK(ok, "rdm-peek-sends-complete", "a send did not complete");
+	if (!ibft_deviates("verbs;ofi_rxm", "rdm-peek-sends-complete",
+			   "a rendezvous send whose message is claimed and "
+			   "discarded never completes")) {
+		for (int i = 0; i < 3 && ok; i++)
+			ok = !wait_comp(ns[0], &c, WAIT_MS) && !c.err;
+		IBFT_CHECK(ok, "rdm-peek-sends-complete", "a send did not complete");
+	}
 out:
 	free(s);
 	free(r);
@@ -829,7 +837,7 @@ static void test_dead_peer(void)
 	uint8_t peer[64], m[64] = "ping", r[64], *s = xbuf(big);
 	fi_addr_t victim;
 	struct comp c = { 0 };
-	int ok, errs = 0, nctx = 0, i, st;
+	int ok, errs = 0, nctx = 0, i, st, rxm;
 	char x;
 
 	/* The child first: it must not inherit our open endpoint. */
@@ -859,8 +867,10 @@ static void test_dead_peer(void)
 		nctx += ret == 0;
 	}
 	/* Every accepted operation completes, in error, with its context. */
+	rxm = ibft_deviates("verbs;ofi_rxm", "rdm-dead-peer-errors", "a rendezvous "
+			    "send to a peer that died completes without error");
 	for (i = 0; ok && i < 1 + nctx; i++) {
-		if (wait_comp(a, &c, 60000)) {
+		if (wait_comp(a, &c, rxm ? 5000 : 60000)) {
 			ok = 0;
 			break;
 		}
@@ -869,8 +879,10 @@ static void test_dead_peer(void)
 			printf("# dead peer: completion err %d context %p\n", c.err,
 			       c.e.op_context);
 	}
-	IBFT_CHECK(ok && errs == 1 + nctx, "rdm-dead-peer-errors", "%d of %d "
-		   "operations completed in error with a context", errs, 1 + nctx);
+	if (!rxm)
+		IBFT_CHECK(ok && errs == 1 + nctx, "rdm-dead-peer-errors", "%d of %d "
+			   "operations completed in error with a context", errs,
+			   1 + nctx);
 	/* The endpoint still works with everyone else. */
 	ns[0] = a;
 	ns[1] = node_open(1, FI_TAGGED | FI_SOURCE, 0);
