@@ -575,6 +575,28 @@ static struct fi_ops_ep ibf_rdm_ep_ops = {
 	.tx_size_left = ibf_no_size_left,
 };
 
+/*
+ * The endpoint's CQ holds every request of it and each QP's send queue
+ * every send-side one: halve the pools until both fit the device (rxe
+ * allows 32767 CQ entries), rather than fail to open.
+ */
+static void ibf_rdm_clamp(struct ibf_rdm_ep *ep, const struct ibv_device_attr *da)
+{
+	size_t max_cqe = da->max_cqe > 0 ? (size_t)da->max_cqe : 4096;
+	size_t max_wr = da->max_qp_wr > 0 ? (size_t)da->max_qp_wr : 4096;
+
+	while ((ibf_rdm_sq_need(ep) + ep->nbounce > max_cqe ||
+		ibf_rdm_sq_need(ep) > max_wr) &&
+	       (ep->ntx > 16 || ep->nrx > 16 || ep->nbounce > 16)) {
+		ep->ntx = IBF_MAX(ep->ntx / 2, 16);
+		ep->nrx = IBF_MAX(ep->nrx / 2, 16);
+		ep->nbounce = IBF_MAX(ep->nbounce / 2, 16);
+		IBF_INFO(FI_LOG_EP_CTRL, "queues clamped to the device: %u sends, "
+			 "%u receives, %u eager buffers\n", ep->ntx, ep->nrx,
+			 ep->nbounce);
+	}
+}
+
 /* Queue and buffer sizes from the fi_info, clamped to the device. */
 static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 {
@@ -603,9 +625,9 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->max_inline = 256;	/* a first guess; the first QP says */
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ibf_rdm_clamp(ep, da);
 	/* Every send is signalled: its slot is reused on its completion. */
-	ep->sq_depth = (uint32_t)IBF_MIN((size_t)da->max_qp_wr,
-					 ibf_rdm_sq_need(ep));
+	ep->sq_depth = (uint32_t)ibf_rdm_sq_need(ep);
 }
 
 int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,

@@ -1,0 +1,190 @@
+/* FI_EP_RDM: the template, what Open MPI asks for, names of endpoints. */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf_rdm.h"
+
+static struct fi_info *tmpl;
+static char why[256];
+
+static const struct ibf_dev_limits lim = {
+	.dev_name = "rxe0",
+	.fabric_name = "IB-0xfe80000000000000",
+	.port = 1,
+	.max_msg_sz = 1 << 23,	/* rxe: 8 MiB */
+	.max_qp_wr = 1 << 20,
+	.max_sge = 32,
+	.max_cqe = 32767,
+	.max_cq = 1 << 16,
+	.max_qp = 1 << 16,
+	.max_mr = 1 << 20,
+	.max_srq = 1 << 10,
+	.max_inline = 256,
+};
+
+static void setup(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+
+	inet_pton(AF_INET, "198.18.0.1", &sin.sin_addr);
+	ibf_params_load();
+	tmpl = ibf_info_template_rdm(&lim, (struct sockaddr *)&sin);
+	cr_assert_not_null(tmpl);
+	why[0] = 0;
+}
+
+static void teardown(void)
+{
+	fi_freeinfo(tmpl);
+}
+
+TestSuite(rdm, .init = setup, .fini = teardown);
+
+/* Open MPI 4.1's OFI MTL, field by field (ompi/mca/mtl/ofi). */
+static struct fi_info *ompi_hints(void)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	h->tx_attr->op_flags = FI_COMPLETION;
+	h->rx_attr->op_flags = FI_COMPLETION;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->av_type = FI_AV_MAP;
+	h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	h->domain_attr->mr_mode = 0;
+	return h;
+}
+
+static int match(struct fi_info *h, uint32_t version)
+{
+	return ibf_info_match(tmpl, version, h, why, sizeof(why));
+}
+
+Test(rdm, template_is_rdm_without_registration)
+{
+	cr_assert_eq(tmpl->ep_attr->type, FI_EP_RDM);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, 0);
+	cr_assert_eq(tmpl->mode, 0);
+	cr_assert(tmpl->caps & FI_TAGGED);
+	cr_assert_eq(tmpl->caps & FI_RMA, 0, "no RMA on RDM yet");
+	/* Messages are read in pieces: larger than the port's 8 MiB. */
+	cr_assert_geq(tmpl->ep_attr->max_msg_size, 64u << 20);
+	cr_assert_eq(tmpl->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	cr_assert_geq(tmpl->domain_attr->cq_data_size, 4);
+	cr_assert_eq(tmpl->tx_attr->inject_size, ibf_params.eager_size);
+}
+
+Test(rdm, open_mpi_hints_match_and_narrow)
+{
+	struct fi_info *h = ompi_hints();
+
+	cr_assert_eq(match(h, FI_VERSION(1, 5)), 0, "refused: %s", why);
+	cr_assert_eq(ibf_info_narrow(tmpl, FI_VERSION(1, 5), h), 0);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, 0);
+	cr_assert_eq(tmpl->domain_attr->threading, FI_THREAD_DOMAIN);
+	cr_assert_eq(tmpl->domain_attr->av_type, FI_AV_MAP);
+	cr_assert(tmpl->caps & FI_DIRECTED_RECV);
+	cr_assert_eq(tmpl->caps & FI_MSG, 0, "FI_MSG was not asked for");
+	cr_assert_eq(tmpl->tx_attr->op_flags, FI_COMPLETION);
+	fi_freeinfo(h);
+}
+
+Test(rdm, directed_recv_and_source_only_when_asked)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_TAGGED;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->caps & (FI_DIRECTED_RECV | FI_SOURCE), 0);
+	fi_freeinfo(h);
+}
+
+Test(rdm, refusals_name_the_hint)
+{
+	struct fi_info *h = ompi_hints();
+
+	h->caps |= FI_RMA;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
+	h->caps &= ~FI_RMA;
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
+	cr_assert(strstr(why, "data_progress"), "%s", why);
+	h->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
+	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
+	h->ep_attr->rx_ctx_cnt = 0;
+	h->ep_attr->type = FI_EP_DGRAM;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
+	cr_assert(strstr(why, "FI_EP_RDM"), "%s", why);
+	fi_freeinfo(h);
+}
+
+Test(rdm, any_mr_mode_is_fine)
+{
+	struct fi_info *h = ompi_hints();
+
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, 0, "nothing needs registering");
+	fi_freeinfo(h);
+}
+
+/* ---- endpoint names (ibf_av.c) ---- */
+
+Test(name, ipv4_keeps_address_and_port_only)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(7000) };
+	struct ibf_name n;
+	const struct sockaddr_in *out = (const void *)n.bytes;
+
+	inet_pton(AF_INET, "198.18.0.2", &sin.sin_addr);
+	memset(sin.sin_zero, 0xaa, sizeof(sin.sin_zero));
+	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(out->sin_port, htons(7000));
+	cr_assert_eq(out->sin_addr.s_addr, sin.sin_addr.s_addr);
+	/* Two names of one endpoint compare equal byte for byte. */
+	for (size_t i = offsetof(struct sockaddr_in, sin_zero); i < sizeof(n.bytes); i++)
+		cr_assert_eq(n.bytes[i], 0, "byte %zu not zeroed", i);
+}
+
+Test(name, ipv6)
+{
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(9) };
+	struct ibf_name n;
+
+	inet_pton(AF_INET6, "fd00::1", &s6.sin6_addr);
+	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&s6, sizeof(s6)), 0);
+	cr_assert_eq(((struct sockaddr_in6 *)n.bytes)->sin6_port, htons(9));
+}
+
+Test(name, refuses_what_names_no_endpoint)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(7000) };
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(9) };
+	uint8_t junk[16];
+	struct ibf_name n;
+
+	/* wildcard host */
+	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&sin, sizeof(sin)), -FI_EINVAL);
+	inet_pton(AF_INET, "198.18.0.2", &sin.sin_addr);
+	/* port 0, too short, not an inet family, NULL */
+	sin.sin_port = 0;
+	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&sin, sizeof(sin)), -FI_EINVAL);
+	sin.sin_port = htons(7000);
+	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&sin, 8), -FI_EINVAL);
+	memset(junk, 0xff, sizeof(junk));
+	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)junk, sizeof(junk)), -FI_EINVAL);
+	cr_assert_eq(ibf_name_from_sockaddr(&n, NULL, 16), -FI_EINVAL);
+	/* an IPv6 address given the IPv4 length */
+	inet_pton(AF_INET6, "fd00::1", &s6.sin6_addr);
+	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&s6, sizeof(sin)), -FI_EINVAL);
+}
