@@ -47,6 +47,7 @@ struct node {
 
 static struct node *nodes[MAX_NODES];
 static int nnodes;
+static enum fi_progress want_progress;	/* FI_PROGRESS_UNSPEC: the provider's */
 
 static struct fi_info *rdm_hints(uint64_t caps)
 {
@@ -58,6 +59,7 @@ static struct fi_info *rdm_hints(uint64_t caps)
 	h->mode = FI_CONTEXT;
 	h->domain_attr->mr_mode = 0;
 	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->data_progress = want_progress;
 	return h;
 }
 
@@ -216,6 +218,23 @@ static int wait_comp(struct node *n, struct comp *out, int timeout_ms)
 	}
 	*out = n->ring[n->head++ % COMP_RING];
 	return 0;
+}
+
+/* Read n's CQ alone until it has a completion: others make no progress. */
+static int wait_comp_alone(struct node *n, struct comp *out, int timeout_ms)
+{
+	struct node *saved[MAX_NODES];
+	int count = nnodes, i, ret;
+
+	for (i = 0; i < count; i++)
+		saved[i] = nodes[i];
+	nodes[0] = n;
+	nnodes = 1;
+	ret = wait_comp(n, out, timeout_ms);
+	for (i = 0; i < count; i++)
+		nodes[i] = saved[i];
+	nnodes = count;
+	return ret;
 }
 
 /* Progress everyone for a while; returns completions n got meanwhile. */
@@ -701,6 +720,50 @@ out:
 	close_all();
 }
 
+/*
+ * FI_PROGRESS_AUTO: a rendezvous send completes while only the sender
+ * reads its CQ; the receiver's reads and FIN happen without it.
+ */
+static void test_auto_progress(void)
+{
+	size_t big = IBFT_MIN(ibft_opts.max_size, 1 << 20);
+	uint8_t *s = xbuf(big), *r = xbuf(big);
+	struct fi_info *h, *info = NULL;
+	struct node *ns[2] = { 0 };
+	struct comp c;
+	int ok;
+
+	h = rdm_hints(FI_TAGGED);
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	ok = !fi_getinfo(FI_VERSION(1, 17), ibft_opts.src, NULL, FI_SOURCE, h, &info);
+	fi_freeinfo(h);
+	fi_freeinfo(info);
+	if (!ok) {
+		printf("skip - rdm-auto-progress [%s]: no FI_PROGRESS_AUTO offered\n",
+		       ibft_opts.prov);
+		goto out;
+	}
+	want_progress = FI_PROGRESS_AUTO;
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	want_progress = FI_PROGRESS_UNSPEC;
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ibft_fill(s, big, 4);
+	memset(r, 0, big);
+	ok = !fi_trecv(ns[1]->ep, r, big, NULL, FI_ADDR_UNSPEC, 4, 0, r);
+	ok &= !POST(fi_tsend(ns[0]->ep, s, big, NULL, ns[0]->peer[1], 4, s));
+	ok = ok && !wait_comp_alone(ns[0], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok, "rdm-auto-progress", "the send did not complete while the "
+		   "receiver was not reading its CQ");
+	ok = !wait_comp(ns[1], &c, WAIT_MS) && !c.err && ibft_verify(r, big, 4);
+	IBFT_CHECK(ok, "rdm-auto-progress-data", "the receive is wrong");
+out:
+	free(s);
+	free(r);
+	close_all();
+}
+
 /* ---- two processes ---- */
 
 struct child {
@@ -901,7 +964,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|trunc|cqdata|many|simul|deadpeer)");
+		   "directed|peek|cancel|trunc|cqdata|many|auto|simul|deadpeer)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -939,6 +1002,8 @@ int main(int argc, char **argv)
 		test_cq_data();
 	if (RUN("many"))
 		test_many(8);
+	if (RUN("auto"))
+		test_auto_progress();
 	if (RUN("simul"))
 		test_simultaneous();
 	if (RUN("deadpeer"))

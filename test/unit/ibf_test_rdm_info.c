@@ -114,16 +114,23 @@ Test(rdm, refusals_name_the_hint)
 	h->caps |= FI_RMA;
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
 	h->caps &= ~FI_RMA;
-	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
-	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
-	cr_assert(strstr(why, "data_progress"), "%s", why);
-	h->domain_attr->data_progress = FI_PROGRESS_UNSPEC;
 	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
 	h->ep_attr->rx_ctx_cnt = 0;
 	h->ep_attr->type = FI_EP_DGRAM;
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
 	cr_assert(strstr(why, "FI_EP_RDM"), "%s", why);
+	fi_freeinfo(h);
+}
+
+Test(rdm, both_progress_models)
+{
+	struct fi_info *h = ompi_hints();
+
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->domain_attr->data_progress, FI_PROGRESS_AUTO);
 	fi_freeinfo(h);
 }
 

@@ -216,6 +216,7 @@ struct ibf_rdm_ep {
 	struct ibv_cq *hcq;
 	struct ibv_comp_channel *channel_cq;	/* if a user CQ can wait */
 	unsigned cq_events;	/* taken, not yet acked */
+	int auto_progress;	/* FI_PROGRESS_AUTO: the thread progresses too */
 	struct rdma_cm_id **graveyard;	/* ids of dead connections */
 	size_t ngrave, grave_cap;
 	uint32_t sq_depth;
@@ -288,6 +289,7 @@ extern struct fi_ops_msg ibf_rdm_msg_ops;
 extern struct fi_ops_tagged ibf_rdm_tagged_ops;
 void ibf_rdm_release(struct ibf_op *op);
 ssize_t ibf_rdm_cancel(struct ibf_rdm_ep *ep, void *context);
+void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep);
 /* An op is finished: report it (err 0 or -FI_E*), or free it if silent. */
 void ibf_rdm_complete(struct ibf_rdm_op *op, int err);
 

@@ -717,7 +717,9 @@ int ibf_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 		     FI_CQ_FORMAT_CONTEXT : attr->format;
 	cq->entry_size = ibf_cq_entry_size(cq->format);
 	ibf_lock_init(&cq->lock, ibf_threading_needs_lock(dom->info->domain_attr->threading));
-	ibf_lock_init(&cq->soft_lock, cq->lock.enabled);
+	/* FI_PROGRESS_AUTO: RDM endpoints' threads make soft completions. */
+	ibf_lock_init(&cq->soft_lock, cq->lock.enabled ||
+		      dom->info->domain_attr->data_progress == FI_PROGRESS_AUTO);
 	if (attr->wait_obj != FI_WAIT_NONE) {
 		ret = ibf_cq_make_wait(cq);
 		if (ret) {

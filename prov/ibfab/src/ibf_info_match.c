@@ -102,7 +102,8 @@ static int ibf_is_rdm(const struct fi_info *info)
 /*
  * FI_EP_RDM (ibf_rdm_*.c): messages and tags over connections made on
  * demand.  Buffers need no registration (mr_mode 0): eager messages are
- * copied, large ones registered by ibfab.  Data moves when the CQ is read.
+ * copied, large ones registered by ibfab.  Data moves when the CQ is read
+ * (FI_PROGRESS_MANUAL, the default) or, if asked, also by a thread.
  */
 struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 				      const struct sockaddr *src)
@@ -249,13 +250,8 @@ static int ibf_match_domain(const struct fi_info *tmpl, uint32_t version,
 			    "contexts per endpoint");
 	if (h->auth_key_size)
 		return ibf_nomatch(why, why_len, "auth_key: not supported");
-	if (ibf_is_rdm(tmpl)) {
-		if (h->data_progress == FI_PROGRESS_AUTO)
-			return ibf_nomatch(why, why_len, "data_progress FI_PROGRESS_AUTO: "
-				    "ibfab's RDM endpoints move data when the "
-				    "CQ is read (FI_PROGRESS_MANUAL)");
+	if (ibf_is_rdm(tmpl))
 		return 0;	/* any mr_mode: no registration is needed */
-	}
 	return ibf_match_mr_mode(version, hints, why, why_len);
 }
 

@@ -565,20 +565,30 @@ static void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 	ibf_rdm_conn_event(ep, conn, ev);
 }
 
+/*
+ * The endpoint's thread: rdma_cm events always; with FI_PROGRESS_AUTO also
+ * its CQ, so data moves (rendezvous reads, FINs, matching) while the
+ * application is not in fi_cq_read.
+ */
 static void *ibf_rdm_cm_thread(void *arg)
 {
 	struct ibf_rdm_ep *ep = arg;
-	struct pollfd fds[2] = {
+	struct pollfd fds[3] = {
 		{ .fd = ep->channel->fd, .events = POLLIN },
 		{ .fd = ep->stop_fd, .events = POLLIN },
+		{ .fd = ep->auto_progress ? ep->channel_cq->fd : -1, .events = POLLIN },
 	};
 	struct rdma_cm_event *ev;
 
+	if (ep->auto_progress)
+		ibf_rdm_auto_progress(ep);	/* arms the CQ */
 	for (;;) {
-		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+		if (poll(fds, 3, -1) < 0 && errno != EINTR)
 			break;
 		if (fds[1].revents)
 			break;
+		if (fds[2].revents)
+			ibf_rdm_auto_progress(ep);
 		while (!rdma_get_cm_event(ep->channel, &ev)) {
 			pthread_mutex_lock(&ep->cm_lock);
 			ibf_rdm_cm_event(ep, ev);

@@ -297,10 +297,14 @@ static int ibf_rdm_hcq_open(struct ibf_rdm_ep *ep)
 {
 	int size = (int)(ibf_rdm_sq_need(ep) + ep->nbounce);
 
-	if ((ep->tx_cq && ep->tx_cq->channel) || (ep->rx_cq && ep->rx_cq->channel)) {
+	if (ep->auto_progress || (ep->tx_cq && ep->tx_cq->channel) ||
+	    (ep->rx_cq && ep->rx_cq->channel)) {
 		ep->channel_cq = ibv_create_comp_channel(ep->domain->verbs);
 		if (!ep->channel_cq)
 			return ibf_errno_to_fi(errno);
+		/* Events are taken until there are none: never block on it. */
+		if (ibf_fd_set_nonblock(ep->channel_cq->fd))
+			return -FI_EOTHER;
 	}
 	ep->hcq = ibv_create_cq(ep->domain->verbs, size, ep, ep->channel_cq, 0);
 	if (!ep->hcq) {
@@ -340,9 +344,13 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 			 "RDM endpoint first\n");
 		return -FI_ENOAV;
 	}
-	/* Two CQs may be read at once by two threads, each progressing us. */
-	if (!ep->lock.enabled && threading != FI_THREAD_DOMAIN &&
-	    ep->tx_cq && ep->rx_cq && ep->tx_cq != ep->rx_cq)
+	/*
+	 * Two CQs may be read at once by two threads, each progressing us;
+	 * with FI_PROGRESS_AUTO our own thread progresses us too.
+	 */
+	ep->auto_progress = dom->info->domain_attr->data_progress == FI_PROGRESS_AUTO;
+	if (ep->auto_progress || (threading != FI_THREAD_DOMAIN &&
+	    ep->tx_cq && ep->rx_cq && ep->tx_cq != ep->rx_cq))
 		ep->lock.enabled = 1;
 	srq_attr.attr.max_wr = ep->nbounce;
 	srq_attr.attr.max_sge = 1;

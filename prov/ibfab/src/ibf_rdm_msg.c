@@ -585,6 +585,23 @@ void ibf_rdm_progress(struct ibf_rdm_ep *ep)
 	ibf_lock_release(&ep->lock);
 }
 
+/* FI_PROGRESS_AUTO, from the endpoint's thread when its CQ has an event. */
+void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	unsigned n = 0;
+
+	while (!ibv_get_cq_event(ep->channel_cq, &ev_cq, &ev_ctx))
+		n++;
+	ibf_lock_acquire(&ep->lock);
+	ep->cq_events += n;
+	ibf_lock_release(&ep->lock);
+	ibf_rdm_progress(ep);
+	ibv_req_notify_cq(ep->hcq, 0);
+	ibf_rdm_progress(ep);	/* what came before the arming */
+}
+
 int ibf_rdm_trywait(struct ibf_rdm_ep *ep)
 {
 	struct ibv_cq *ev_cq;
