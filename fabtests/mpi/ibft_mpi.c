@@ -5,6 +5,9 @@
  *   mpirun -np 2 --mca pml cm --mca mtl ofi \
  *          --mca mtl_ofi_provider_include ibfab ibft_mpi
  * Rank 0 prints one "ok"/"not ok" line per check; exit status 1 on failure.
+ *
+ * "ibft_mpi lat SIZE..." instead times a ping-pong between ranks 0 and 1:
+ *   RESULT mpi_lat SIZE MIN_USEC MEDIAN_USEC   (half round trips)
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -233,6 +236,46 @@ static void test_collectives(void)
 	free(b);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void bench_lat(int argc, char **argv)
+{
+	int n = 200, i, a;
+	double *rtt = malloc(sizeof(double) * n), t0;
+
+	for (a = 2; a < argc; a++) {
+		size_t len = strtoul(argv[a], NULL, 0);
+		uint8_t *buf = calloc(1, len ? len : 1);
+
+		for (i = -20; i < n && rank < 2; i++) {
+			t0 = MPI_Wtime();
+			if (rank == 0) {
+				MPI_Send(buf, (int)len, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+				MPI_Recv(buf, (int)len, MPI_BYTE, 1, 0, MPI_COMM_WORLD,
+					 MPI_STATUS_IGNORE);
+			} else {
+				MPI_Recv(buf, (int)len, MPI_BYTE, 0, 0, MPI_COMM_WORLD,
+					 MPI_STATUS_IGNORE);
+				MPI_Send(buf, (int)len, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+			}
+			if (i >= 0)
+				rtt[i] = (MPI_Wtime() - t0) * 1e6;
+		}
+		if (rank == 0) {
+			qsort(rtt, n, sizeof(double), cmp_double);
+			printf("RESULT mpi_lat %zu %.2f %.2f\n", len, rtt[0] / 2,
+			       rtt[n / 2] / 2);
+		}
+		free(buf);
+	}
+	free(rtt);
+}
+
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
@@ -243,6 +286,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ibft_mpi needs 2 or more ranks\n");
 		MPI_Finalize();
 		return 2;
+	}
+	if (argc > 1 && !strcmp(argv[1], "lat")) {
+		bench_lat(argc, argv);
+		MPI_Finalize();
+		return 0;
 	}
 	test_pingpong();
 	test_any();

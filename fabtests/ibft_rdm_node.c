@@ -1,0 +1,277 @@
+/* RDM endpoints for the test and benchmark programs: see ibft_rdm_node.h. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ibft_rdm_node.h"
+
+struct node *nodes[MAX_NODES];
+int nnodes;
+enum fi_progress want_progress;	/* FI_PROGRESS_UNSPEC: the provider's */
+enum fi_threading want_threading = FI_THREAD_DOMAIN;
+
+struct fi_info *rdm_hints(uint64_t caps)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	h->fabric_attr->prov_name = strdup(ibft_opts.prov);
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = caps;
+	h->mode = FI_CONTEXT;
+	h->domain_attr->mr_mode = 0;
+	h->domain_attr->threading = want_threading;
+	h->domain_attr->data_progress = want_progress;
+	return h;
+}
+
+static const char *node_addr(int i)
+{
+	return (i % 2 && ibft_opts.dst) ? ibft_opts.dst : ibft_opts.src;
+}
+
+/* Open an endpoint on the i-th address; NULL (and a failed check) if not. */
+struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
+{
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_info *hints = rdm_hints(caps);
+	struct node *n = calloc(1, sizeof(*n));
+	int ret;
+
+	ret = fi_getinfo(FI_VERSION(1, 17), node_addr(i), NULL, FI_SOURCE,
+			 hints, &n->info);
+	fi_freeinfo(hints);
+	if (ret) {
+		IBFT_CHECK(0, "rdm-open", "fi_getinfo(%s): %s", node_addr(i),
+			   fi_strerror(-ret));
+		free(n);
+		return NULL;
+	}
+	ret = fi_fabric(n->info->fabric_attr, &n->fabric, NULL);
+	if (!ret)
+		ret = fi_domain(n->fabric, n->info, &n->domain, NULL);
+	if (!ret)
+		ret = fi_av_open(n->domain, &av_attr, &n->av, NULL);
+	if (!ret)
+		ret = fi_cq_open(n->domain, &cq_attr, &n->cq, NULL);
+	if (!ret)
+		ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV | cq_flags);
+	if (!ret)
+		ret = fi_enable(n->ep);
+	n->namelen = sizeof(n->name);
+	if (!ret)
+		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
+	if (ret) {
+		IBFT_CHECK(0, "rdm-open", "opening an endpoint on %s: %s",
+			   node_addr(i), fi_strerror(-ret));
+		return NULL;
+	}
+	nodes[nnodes++] = n;
+	return n;
+}
+
+void node_close(struct node *n)
+{
+	int i;
+
+	if (!n)
+		return;
+	for (i = 0; i < nnodes; i++)
+		if (nodes[i] == n)
+			nodes[i] = nodes[--nnodes];
+	if (n->ep)
+		fi_close(&n->ep->fid);
+	if (n->cq)
+		fi_close(&n->cq->fid);
+	if (n->av)
+		fi_close(&n->av->fid);
+	if (n->domain)
+		fi_close(&n->domain->fid);
+	if (n->fabric)
+		fi_close(&n->fabric->fid);
+	fi_freeinfo(n->info);
+	free(n);
+}
+
+void close_all(void)
+{
+	while (nnodes)
+		node_close(nodes[nnodes - 1]);
+}
+
+/* Every node inserts every node's name, in the same order. */
+int insert_all(struct node **ns, int count)
+{
+	int i, j, ret;
+
+	for (i = 0; i < count; i++) {
+		for (j = 0; j < count; j++) {
+			ret = fi_av_insert(ns[i]->av, ns[j]->name, 1,
+					   &ns[i]->peer[j], 0, NULL);
+			if (ret != 1)
+				return IBFT_CHECK(0, "rdm-av-insert", "fi_av_insert "
+						  "returned %d", ret), -1;
+		}
+	}
+	return 0;
+}
+
+/* Read whatever every node's CQ has. */
+void poll_all(void)
+{
+	struct fi_cq_tagged_entry e[8];
+	struct fi_cq_err_entry err;
+	fi_addr_t src[8];
+	struct comp *c;
+	ssize_t k, i;
+	int n;
+
+	for (n = 0; n < nnodes; n++) {
+		struct node *nd = nodes[n];
+
+		k = fi_cq_readfrom(nd->cq, e, 8, src);
+		for (i = 0; i < k; i++) {
+			c = &nd->ring[nd->tail++ % COMP_RING];
+			c->e = e[i];
+			c->src = src[i];
+			c->err = 0;
+			c->olen = 0;
+		}
+		if (k == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			if (fi_cq_readerr(nd->cq, &err, 0) == 1) {
+				c = &nd->ring[nd->tail++ % COMP_RING];
+				memset(c, 0, sizeof(*c));
+				c->e.op_context = err.op_context;
+				c->e.flags = err.flags;
+				c->e.len = err.len;
+				c->e.tag = err.tag;
+				c->e.data = err.data;
+				c->src = FI_ADDR_NOTAVAIL;
+				c->err = err.err;
+				c->olen = err.olen;
+			}
+		}
+	}
+}
+
+long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The next completion of n (progressing everyone); -1 on timeout. */
+int wait_comp(struct node *n, struct comp *out, int timeout_ms)
+{
+	long end = now_ms() + timeout_ms;
+
+	while (n->head == n->tail) {
+		poll_all();
+		if (n->head == n->tail && now_ms() > end)
+			return -1;
+	}
+	*out = n->ring[n->head++ % COMP_RING];
+	return 0;
+}
+
+/* Read n's CQ alone until it has a completion: others make no progress. */
+int wait_comp_alone(struct node *n, struct comp *out, int timeout_ms)
+{
+	struct node *saved[MAX_NODES];
+	int count = nnodes, i, ret;
+
+	for (i = 0; i < count; i++)
+		saved[i] = nodes[i];
+	nodes[0] = n;
+	nnodes = 1;
+	ret = wait_comp(n, out, timeout_ms);
+	for (i = 0; i < count; i++)
+		nodes[i] = saved[i];
+	nnodes = count;
+	return ret;
+}
+
+/* Progress everyone for a while; returns completions n got meanwhile. */
+int idle(struct node *n, int ms)
+{
+	long end = now_ms() + ms;
+
+	while (now_ms() < end)
+		poll_all();
+	return (int)(n->tail - n->head);
+}
+
+
+uint8_t *xbuf(size_t len)
+{
+	uint8_t *p = malloc(len ? len : 1);
+
+	if (!p)
+		abort();
+	return p;
+}
+
+int xwrite(int fd, const void *p, size_t len)
+{
+	return write(fd, p, len) == (ssize_t)len ? 0 : -1;
+}
+
+int xread(int fd, void *p, size_t len)
+{
+	size_t done = 0;
+	ssize_t k;
+
+	while (done < len) {
+		k = read(fd, (char *)p + done, len - done);
+		if (k <= 0)
+			return -1;
+		done += (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * Run a child role in a fresh copy of this program (fork and exec: verbs
+ * resources and librdmacm's device list do not survive a fork), talking
+ * through pipes on fds 3 (in) and 4 (out).
+ */
+char **ibft_argv;
+
+int spawn(struct child *ch, const char *role)
+{
+	int a[2], b[2];
+
+	if (pipe(a) || pipe(b))
+		return -1;
+	fflush(stdout);
+	ch->pid = fork();
+	if (ch->pid == 0) {
+		dup2(a[0], 3);
+		dup2(b[1], 4);
+		setenv("IBFT_RDM_CHILD", role, 1);
+		execv("/proc/self/exe", ibft_argv);
+		_exit(127);
+	}
+	close(a[0]);
+	close(b[1]);
+	ch->to = a[1];
+	ch->from = b[0];
+	return ch->pid > 0 ? 0 : -1;
+}
+
+int swap_names(struct node *n, int in, int out, uint8_t *peer, size_t *plen)
+{
+	if (xwrite(out, &n->namelen, sizeof(size_t)) ||
+	    xwrite(out, n->name, n->namelen) || xread(in, plen, sizeof(*plen)) ||
+	    *plen > sizeof(n->name))
+		return -1;
+	return xread(in, peer, *plen);
+}

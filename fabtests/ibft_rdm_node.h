@@ -1,0 +1,83 @@
+/*
+ * RDM endpoints for the test and benchmark programs (ibft_rdm,
+ * ibft_rdm_bench): each "node" is an endpoint with its own fabric, domain,
+ * AV and CQ, opened on -s or -d alternately; completions of every node
+ * are read into per-node rings whenever any is waited for, since progress
+ * may be manual.  Second processes are this program again (fork and exec),
+ * talking through pipes.
+ */
+#ifndef IBFT_RDM_NODE_H
+#define IBFT_RDM_NODE_H
+
+#include <sys/types.h>
+
+#include "ibft.h"
+
+#define MAX_NODES 10
+#define COMP_RING 1024
+#define WAIT_MS 20000
+
+struct comp {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+	int err;		/* 0, or the error entry's err */
+	size_t olen;
+};
+
+struct node {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	uint8_t name[64];
+	size_t namelen;
+	fi_addr_t peer[MAX_NODES];	/* each node's fi_addr in our AV */
+	struct comp ring[COMP_RING];
+	unsigned head, tail;
+};
+
+extern struct node *nodes[MAX_NODES];
+extern int nnodes;
+/* What node_open asks for; FI_PROGRESS_UNSPEC: the provider's default. */
+extern enum fi_progress want_progress;
+extern enum fi_threading want_threading;
+
+struct fi_info *rdm_hints(uint64_t caps);
+/* An endpoint on the i-th address (-s, -d, -s, ...); NULL and a failed
+ * check if it cannot be opened. */
+struct node *node_open(int i, uint64_t caps, uint64_t cq_flags);
+void node_close(struct node *n);
+void close_all(void);
+/* Every node inserts every node's name, in the same order. */
+int insert_all(struct node **ns, int count);
+void poll_all(void);
+long now_ms(void);
+/* The next completion of n, progressing every node; -1 on timeout. */
+int wait_comp(struct node *n, struct comp *out, int timeout_ms);
+/* The same, reading n's CQ alone. */
+int wait_comp_alone(struct node *n, struct comp *out, int timeout_ms);
+/* Progress everyone for ms; returns completions n has waiting. */
+int idle(struct node *n, int ms);
+uint8_t *xbuf(size_t len);
+
+/* Post, retrying while the provider says -FI_EAGAIN. */
+#define POST(call) ({ ssize_t _r; long _end = now_ms() + WAIT_MS;	\
+	while ((_r = (call)) == -FI_EAGAIN && now_ms() < _end)		\
+		poll_all();						\
+	_r; })
+
+/* A second process: this program run with IBFT_RDM_CHILD=role. */
+struct child {
+	pid_t pid;
+	int to, from;	/* pipes */
+};
+extern char **ibft_argv;	/* main's argv, to run again */
+int spawn(struct child *ch, const char *role);
+int xwrite(int fd, const void *p, size_t len);
+int xread(int fd, void *p, size_t len);
+/* Exchange endpoint names over the pipes: ours out, the peer's in. */
+int swap_names(struct node *n, int in, int out, uint8_t *peer, size_t *plen);
+
+#endif
