@@ -480,6 +480,63 @@ out:
 }
 
 /*
+ * FI_MULTI_RECV: one buffer takes message after message, each reported
+ * where it landed; the one that leaves less than FI_OPT_MIN_MULTI_RECV
+ * releases it (FI_MULTI_RECV).  The first message is a rendezvous one.
+ */
+static void test_multi_recv(void)
+{
+	enum { BUF = 65536, MIN = 4096, SMALL = 3000, NSMALL = 16 };
+	size_t sizes[1 + NSMALL], off = 0, min = MIN;
+	uint8_t *rbuf = xbuf(BUF), *s = xbuf(16384);
+	struct node *ns[2];
+	struct fi_msg msg;
+	struct iovec iov = { rbuf, BUF };
+	struct comp c;
+	int i, ok, released = 0, n = 1 + NSMALL;
+
+	ns[0] = node_open(0, FI_MSG | FI_MULTI_RECV, 0);
+	ns[1] = node_open(1, FI_MSG | FI_MULTI_RECV, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ok = !fi_setopt(&ns[1]->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+			&min, sizeof(min));
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.iov_count = 1;
+	msg.addr = FI_ADDR_UNSPEC;
+	msg.context = rbuf;
+	IBFT_CHECK(ok, "rdm-multi-recv-min", "FI_OPT_MIN_MULTI_RECV not taken");
+	ok = ok && !fi_recvmsg(ns[1]->ep, &msg, FI_MULTI_RECV);
+	for (i = 0; ok && i < n; i++) {
+		sizes[i] = i ? SMALL : 16384;
+		ibft_fill(s, sizes[i], i);
+		ok = !POST(fi_send(ns[0]->ep, s, sizes[i], NULL, ns[0]->peer[1], s)) &&
+		     !wait_comp(ns[0], &c, WAIT_MS) && !c.err;	/* s is reused */
+		if (!ok)
+			printf("# send %d: err %d\n", i, c.err);
+	}
+	for (i = 0; ok && i < n; i++) {
+		ok = !wait_comp(ns[1], &c, WAIT_MS) && !c.err && c.e.op_context == rbuf &&
+		     c.e.len == sizes[i] && (uint8_t *)c.e.buf == rbuf + off &&
+		     ibft_verify(rbuf + off, sizes[i], i);
+		off += sizes[i];
+		released += !!(c.e.flags & FI_MULTI_RECV);
+		if (!ok)
+			printf("# message %d: err %d len %zu buf +%td\n", i, c.err,
+			       c.e.len, (uint8_t *)c.e.buf - rbuf);
+	}
+	IBFT_CHECK(ok, "rdm-multi-recv", "messages not laid out one after another");
+	IBFT_CHECK(ok && released == 1 && (c.e.flags & FI_MULTI_RECV),
+		   "rdm-multi-recv-release", "FI_MULTI_RECV reported %d times, "
+		   "last flags %#llx", released, (unsigned long long)c.e.flags);
+out:
+	free(rbuf);
+	free(s);
+	close_all();
+}
+
+/*
  * FI_PROGRESS_AUTO: a rendezvous send completes while only the sender
  * reads its CQ; the receiver's reads and FIN happen without it.
  */
@@ -802,7 +859,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|trunc|cqdata|many|auto|threads|simul|deadpeer)");
+		   "directed|peek|cancel|trunc|cqdata|many|multirecv|auto|threads|simul|deadpeer)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -840,6 +897,8 @@ int main(int argc, char **argv)
 		test_cq_data();
 	if (RUN("many"))
 		test_many(8);
+	if (RUN("multirecv"))
+		test_multi_recv();
 	if (RUN("auto"))
 		test_auto_progress();
 	if (RUN("threads"))

@@ -154,6 +154,8 @@ struct ibf_rdm_op {
 	uint64_t ignore;
 	fi_addr_t want;		/* FI_DIRECTED_RECV: the source, or ANY */
 	int tagged;
+	int multi;		/* FI_MULTI_RECV: stays posted while room is left */
+	size_t mr_off;		/* FI_MULTI_RECV: bytes of the buffer used */
 	struct ibf_rdm_op *bounce;	/* the RTS being read into it */
 	uint32_t epoch;		/* its connection's, when sent */
 	int reads_left;		/* reads in flight; an RTS: its wc and FIN */
@@ -188,6 +190,7 @@ struct ibf_rdm_ep {
 	size_t inject_size;
 	size_t eager_size;
 	size_t tx_iov_limit, rx_iov_limit;
+	size_t min_multi_recv;	/* FI_OPT_MIN_MULTI_RECV */
 	uint32_t max_inline;	/* learnt from the first QP */
 	uint32_t max_read;	/* the port's max_msg_sz: one READ at most */
 

@@ -90,7 +90,7 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 
 #define IBF_RDM_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | IBF_DOMAIN_CAPS)
 #define IBF_RDM_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | \
-			 FI_SOURCE | IBF_DOMAIN_CAPS)
+			 FI_SOURCE | FI_MULTI_RECV | IBF_DOMAIN_CAPS)
 /* Given only to those who ask: they change what receives match. */
 #define IBF_RDM_ASKED_CAPS (FI_DIRECTED_RECV | FI_SOURCE)
 

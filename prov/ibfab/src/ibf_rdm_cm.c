@@ -398,13 +398,18 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	}
 	ibf_rdm_cm_data(ep, conn, &d);
 	ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
+	/*
+	 * Before accepting: the peer may send as soon as it has our answer,
+	 * and a rendezvous it sends is read (and answered) through conn->id.
+	 */
+	conn->remote = remote;
+	__atomic_store_n(&conn->id, id, __ATOMIC_RELEASE);
 	if (rdma_accept(id, &cp)) {
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_accept: %s\n", strerror(errno));
+		__atomic_store_n(&conn->id, NULL, __ATOMIC_RELEASE);
 		ibf_rdm_bury(ep, id);
 		return;
 	}
-	conn->id = id;
-	conn->remote = remote;
 	__atomic_store_n(&conn->state, IBF_CONN_ACCEPTING, __ATOMIC_RELEASE);
 }
 

@@ -561,15 +561,28 @@ static ssize_t ibf_rdm_ep_cancel(fid_t fid, void *context)
 static int ibf_rdm_getopt(fid_t fid, int level, int optname, void *optval,
 			  size_t *optlen)
 {
-	if (level != FI_OPT_ENDPOINT)
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
-	return -FI_ENOPROTOOPT;
+	if (!optval || !optlen)
+		return -FI_EINVAL;
+	return ibf_getopt_size(optval, optlen, ep->min_multi_recv);
 }
 
 static int ibf_rdm_setopt(fid_t fid, int level, int optname,
 			  const void *optval, size_t optlen)
 {
-	return -FI_ENOPROTOOPT;
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+
+	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!optval || optlen != sizeof(size_t)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "FI_OPT_MIN_MULTI_RECV takes a size_t\n");
+		return -FI_EINVAL;
+	}
+	ep->min_multi_recv = *(const size_t *)optval;
+	return 0;
 }
 
 static struct fi_ops_ep ibf_rdm_ep_ops = {
@@ -631,6 +644,7 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->rx_iov_limit = IBF_MIN(info->rx_attr && info->rx_attr->iov_limit ?
 				   info->rx_attr->iov_limit : IBF_RDM_IOV, IBF_RDM_IOV);
 	ep->max_inline = 256;	/* a first guess; the first QP says */
+	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ibf_rdm_clamp(ep, da);

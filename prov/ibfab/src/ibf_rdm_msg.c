@@ -494,6 +494,40 @@ static void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	ibf_rdm_bounce_done(ep, b);
 }
 
+static struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
+					  const struct iovec *iov, void **desc,
+					  size_t count, fi_addr_t src,
+					  uint64_t tag, uint64_t ignore,
+					  uint64_t flags, void *context,
+					  int tagged);
+
+/*
+ * A multi-receive buffer r takes the message in b (removed from wherever
+ * it waited).  Each message is reported by an op of its own, a "carrier"
+ * whose buffer is the message's place in r's; r stays posted until less
+ * than FI_OPT_MIN_MULTI_RECV is left, and the carrier of the message that
+ * fills it says FI_MULTI_RECV.  The caller made sure an op is free.
+ */
+static void ibf_rdm_deliver_multi(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+				  struct ibf_rdm_op *b)
+{
+	size_t take = IBF_MIN(b->op.len, r->iov[0].iov_len - r->mr_off);
+	struct iovec iov = { (uint8_t *)r->iov[0].iov_base + r->mr_off, take };
+	struct ibf_rdm_op *c;
+
+	c = ibf_rdm_rx_take(ep, &iov, r->desc, 1, FI_ADDR_UNSPEC, 0, 0, 0,
+			    r->op.context, 0);
+	c->op.user_comp = r->op.user_comp;
+	r->mr_off += take;
+	if (r->iov[0].iov_len - r->mr_off < ep->min_multi_recv) {
+		ibf_rdm_list_remove(&ep->recv_msg, r);
+		c->op.flags |= FI_MULTI_RECV;
+		c->op.user_comp = 1;	/* the buffer's release is always told */
+		ibf_rdm_op_free(r);
+	}
+	ibf_rdm_deliver(ep, c, b);
+}
+
 static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			    const struct ibv_wc *wc)
 {
@@ -536,9 +570,13 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	for (r = posted->head; r; r = r->next)
 		if (ibf_rdm_match(r, b))
 			break;
-	if (r) {
+	if (r && !r->multi) {
 		ibf_rdm_list_remove(posted, r);
 		ibf_rdm_deliver(ep, r, b);
+		return;
+	}
+	if (r && ep->rx_free) {
+		ibf_rdm_deliver_multi(ep, r, b);
 		return;
 	}
 	b->state = IBF_RDM_BOUNCE_HELD;
@@ -668,6 +706,8 @@ static struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 	r->op.data = 0;
 	r->op.src = FI_ADDR_NOTAVAIL;
 	r->op.user_comp = !ep->rx_selective || (flags & FI_COMPLETION);
+	r->multi = !!(flags & FI_MULTI_RECV);
+	r->mr_off = 0;
 	r->nmr = 0;
 	r->state = IBF_RDM_RX_POSTED;
 	return r;
@@ -686,10 +726,12 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 			       "is %zu\n", count, ep->rx_iov_limit);
 		return -FI_EINVAL;
 	}
-	if (unlikely(flags & FI_MULTI_RECV)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_MULTI_RECV is not "
-			       "supported on RDM endpoints yet\n");
-		return -FI_EOPNOTSUPP;
+	if (tagged)
+		flags &= ~FI_MULTI_RECV;	/* untagged receives only */
+	if (unlikely((flags & FI_MULTI_RECV) && count != 1)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_MULTI_RECV takes "
+			       "one buffer\n");
+		return -FI_EINVAL;
 	}
 	if (unlikely(!ep->enabled))
 		return -FI_EOPBADSTATE;
@@ -701,6 +743,17 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 		return -FI_EAGAIN;
 	}
 	unexp = tagged ? &ep->unexp_tag : &ep->unexp_msg;
+	if (unlikely(r->multi)) {
+		/* Take what waits, while the buffer has room and ops are free. */
+		ibf_rdm_list_append(&ep->recv_msg, r);
+		while (r->state == IBF_RDM_RX_POSTED && ep->rx_free &&
+		       (b = ibf_rdm_find(unexp, r))) {
+			ibf_rdm_list_remove(unexp, b);
+			ibf_rdm_deliver_multi(ep, r, b);
+		}
+		ibf_lock_release(&ep->lock);
+		return 0;
+	}
 	b = unlikely(unexp->head != NULL) ? ibf_rdm_find(unexp, r) : NULL;
 	if (b) {
 		ibf_rdm_list_remove(unexp, b);
