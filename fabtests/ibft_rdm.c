@@ -480,6 +480,105 @@ out:
 }
 
 /*
+ * FI_SHARED_AV: a named AV one process fills, another opens FI_READ and
+ * sends with (the child sends to the first address, found at map_addr).
+ */
+static int shared_av_child(void)
+{
+	const char *name = getenv("IBFT_AV_NAME");
+	uint8_t m[32] = "through a shared AV";
+	struct node *n;
+	struct comp c;
+	int ok;
+
+	want_av_name = name;
+	want_av_flags = FI_READ;
+	n = node_open(0, FI_MSG | FI_SHARED_AV, 0);
+	ok = n && n->av_map &&
+	     !POST(fi_send(n->ep, m, sizeof(m), NULL, n->av_map[0], m)) &&
+	     !wait_comp(n, &c, WAIT_MS) && !c.err;
+	close_all();
+	return ok ? 0 : 1;
+}
+
+static void test_shared_av(void)
+{
+	struct fi_av_attr attr = { .type = FI_AV_TABLE, .count = 16 };
+	struct fid_av *av = NULL;
+	struct child ch;
+	struct node *b;
+	uint8_t r[32] = "";
+	fi_addr_t fa;
+	struct comp c;
+	char name[64];
+	int ok, st;
+
+	b = node_open(1, FI_MSG | FI_SHARED_AV, 0);
+	if (!b)
+		goto out;
+	snprintf(name, sizeof(name), "ibft-rdm-%d", (int)getpid());
+	attr.name = name;
+	ok = !fi_av_open(b->domain, &attr, &av, NULL) &&
+	     fi_av_insert(av, b->name, 1, &fa, 0, NULL) == 1;
+	if (!IBFT_CHECK(ok, "rdm-shared-av-open", "a named AV could not be made"))
+		goto out;
+	ok = !fi_recv(b->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, r);
+	setenv("IBFT_AV_NAME", name, 1);
+	ok = ok && !spawn(&ch, "sharedav");
+	ok = ok && !wait_comp(b, &c, WAIT_MS) && !c.err &&
+	     !strcmp((char *)r, "through a shared AV");
+	close(ch.to);
+	close(ch.from);
+	waitpid(ch.pid, &st, 0);
+	IBFT_CHECK(ok && WIFEXITED(st) && !WEXITSTATUS(st), "rdm-shared-av",
+		   "the child's message did not arrive (child exit %d)",
+		   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+out:
+	if (av)
+		fi_close(&av->fid);
+	close_all();
+}
+
+/* A poll set names the CQ that has a completion, and only it. */
+static void test_poll(void)
+{
+	struct fi_poll_attr attr = { 0 };
+	struct fid_poll *ps = NULL;
+	struct node *ns[2];
+	uint8_t m[16] = "poll", r[16];
+	struct fi_cq_tagged_entry e;
+	void *ctx[4];
+	long end;
+	int ok, n = 0, ret;
+
+	ns[0] = node_open(0, FI_MSG, 0);
+	ns[1] = node_open(1, FI_MSG, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ret = fi_poll_open(ns[1]->domain, &attr, &ps);
+	if (!IBFT_CHECK(!ret, "rdm-poll-open", "fi_poll_open: %s", fi_strerror(-ret)))
+		goto out;
+	ok = !fi_poll_add(ps, &ns[1]->cq->fid, 0);
+	ok = ok && fi_poll(ps, ctx, 4) == 0;
+	IBFT_CHECK(ok, "rdm-poll-empty", "an empty CQ was named");
+	ok = !fi_recv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, r);
+	ok &= !POST(fi_send(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], m));
+	for (end = now_ms() + WAIT_MS; ok && !n && now_ms() < end;) {
+		n = fi_poll(ps, ctx, 4);
+		fi_cq_read(ns[0]->cq, &e, 1);	/* the sender's progress */
+	}
+	ok = ok && n == 1 && ctx[0] == ns[1] &&
+	     fi_cq_read(ns[1]->cq, &e, 1) == 1 && e.op_context == r;
+	IBFT_CHECK(ok, "rdm-poll", "fi_poll gave %d, context %p (want %p)", n,
+		   n > 0 ? ctx[0] : NULL, (void *)ns[1]);
+	IBFT_EXPECT(fi_poll_del(ps, &ns[1]->cq->fid, 0), 0, "rdm-poll-del");
+out:
+	if (ps)
+		fi_close(&ps->fid);
+	close_all();
+}
+
+/*
  * FI_MULTI_RECV: one buffer takes message after message, each reported
  * where it landed; the one that leaves less than FI_OPT_MIN_MULTI_RECV
  * releases it (FI_MULTI_RECV).  The first message is a rendezvous one.
@@ -859,7 +958,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|trunc|cqdata|many|multirecv|auto|threads|simul|deadpeer)");
+		   "directed|peek|cancel|trunc|cqdata|many|sharedav|poll|multirecv|auto|threads|simul|deadpeer)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -869,6 +968,8 @@ int main(int argc, char **argv)
 	t = getenv("IBFT_RDM_CHILD");
 	if (t && !strcmp(t, "simul"))
 		return simul_side(3, 4, 1) ? 0 : 1;
+	if (t && !strcmp(t, "sharedav"))
+		return shared_av_child();
 	if (t && !strcmp(t, "victim")) {
 		victim_side(3, 4);
 		return 1;
@@ -897,6 +998,10 @@ int main(int argc, char **argv)
 		test_cq_data();
 	if (RUN("many"))
 		test_many(8);
+	if (RUN("sharedav"))
+		test_shared_av();
+	if (RUN("poll"))
+		test_poll();
 	if (RUN("multirecv"))
 		test_multi_recv();
 	if (RUN("auto"))

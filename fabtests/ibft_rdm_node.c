@@ -9,6 +9,8 @@
 struct node *nodes[MAX_NODES];
 int nnodes;
 enum fi_progress want_progress;	/* FI_PROGRESS_UNSPEC: the provider's */
+const char *want_av_name;
+uint64_t want_av_flags;
 enum fi_threading want_threading = FI_THREAD_DOMAIN;
 
 struct fi_info *rdm_hints(uint64_t caps)
@@ -34,7 +36,8 @@ static const char *node_addr(int i)
 struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 {
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .name = want_av_name,
+				      .flags = want_av_flags };
 	struct fi_info *hints = rdm_hints(caps);
 	struct node *n = calloc(1, sizeof(*n));
 	int ret;
@@ -53,8 +56,9 @@ struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 		ret = fi_domain(n->fabric, n->info, &n->domain, NULL);
 	if (!ret)
 		ret = fi_av_open(n->domain, &av_attr, &n->av, NULL);
+	n->av_map = av_attr.map_addr;
 	if (!ret)
-		ret = fi_cq_open(n->domain, &cq_attr, &n->cq, NULL);
+		ret = fi_cq_open(n->domain, &cq_attr, &n->cq, n);	/* fi_poll names it */
 	if (!ret)
 		ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
 	if (!ret)

@@ -34,6 +34,7 @@ struct node {
 	uint8_t name[64];
 	size_t namelen;
 	fi_addr_t peer[MAX_NODES];	/* each node's fi_addr in our AV */
+	fi_addr_t *av_map;		/* a named AV's fi_addrs (FI_READ) */
 	struct comp ring[COMP_RING];
 	unsigned head, tail;
 };
@@ -43,6 +44,9 @@ extern int nnodes;
 /* What node_open asks for; FI_PROGRESS_UNSPEC: the provider's default. */
 extern enum fi_progress want_progress;
 extern enum fi_threading want_threading;
+/* A named AV to open (with want_av_flags, e.g. FI_READ), or NULL. */
+extern const char *want_av_name;
+extern uint64_t want_av_flags;
 
 struct fi_info *rdm_hints(uint64_t caps);
 /* An endpoint on the i-th address (-s, -d, -s, ...); NULL and a failed

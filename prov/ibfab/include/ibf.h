@@ -406,6 +406,12 @@ struct ibf_drain {
 void ibf_cq_drain(struct ibf_cq *cq, const struct ibf_drain *d);
 int ibf_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq, void *context);
+/* Progress cq; does it have a completion (or an error) to read? */
+int ibf_cq_ready(struct ibf_cq *cq);
+
+/* ---- poll set (ibf_poll.c) ---- */
+int ibf_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
+		  struct fid_poll **poll);
 
 /* ---- event queue ---- */
 struct ibf_eq;

@@ -36,6 +36,8 @@ struct ibf_name {
 	uint8_t bytes[IBF_ADDR_MAX];
 };
 
+struct ibf_av_shm;
+
 struct ibf_av {
 	struct fid_av av_fid;
 	struct ibf_domain *domain;
@@ -45,9 +47,20 @@ struct ibf_av {
 	pthread_mutex_t lock;	/* inserts and removes from any thread */
 	struct ibf_name *names;
 	uint8_t *used;
-	struct ibf_rdm_ep *eps;	/* bound endpoints, through av_next */
+	/*
+	 * Bound endpoints, through av_next, under eps_lock: fi_av_remove
+	 * takes it, then each endpoint's lock; the data path takes its
+	 * endpoint's lock, then av->lock: never the two AV locks nested.
+	 */
+	pthread_mutex_t eps_lock;
+	struct ibf_rdm_ep *eps;
 	size_t count, cap;	/* slots handed out, slots allocated */
 	int ref;		/* endpoints bound */
+	/* A named AV lives in shared memory: names, used and map are there. */
+	struct ibf_av_shm *shm;
+	size_t shm_len;
+	char *shm_name;		/* set by the creator, who unlinks it */
+	int readonly;		/* opened with FI_READ */
 };
 int ibf_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		struct fid_av **av, void *context);

@@ -4,15 +4,22 @@
  * fi_addr is the table index for FI_AV_TABLE and FI_AV_MAP alike (MAP lets
  * the provider choose; an index costs one load on the data path either
  * way).  A removed slot is reused by the next insert, lowest first, as the
- * FI_AV_TABLE rules say.  Inserts are synchronous; with an EQ bound
- * (FI_EVENT) each call also writes its FI_AV_COMPLETE.
+ * FI_AV_TABLE rules say.  Inserts are synchronous.
+ *
+ * A named AV (FI_SHARED_AV) is kept in POSIX shared memory of a fixed
+ * size (attr->count entries, default IBF_AV_SHARED_COUNT), so other
+ * processes of the node can open it with FI_READ and use its fi_addrs,
+ * which they find at attr->map_addr.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ibf_rdm.h"
 
@@ -52,11 +59,96 @@ static struct ibf_av *to_ibf_av(struct fid_av *av)
 	return container_of(av, struct ibf_av, av_fid);
 }
 
+#define IBF_AV_SHARED_COUNT 1024
+#define IBF_AV_SHM_MAGIC 0x1bfa5a7eu
+
+struct ibf_av_shm {
+	uint32_t magic;
+	uint32_t addrlen;
+	uint64_t count;		/* slots handed out */
+	uint64_t cap;
+	/* then fi_addr_t map[cap], struct ibf_name names[cap], uint8_t used[cap] */
+};
+
+static fi_addr_t *ibf_av_shm_map(struct ibf_av_shm *shm)
+{
+	return (fi_addr_t *)(shm + 1);
+}
+
+static size_t ibf_av_shm_size(size_t cap)
+{
+	return sizeof(struct ibf_av_shm) +
+	       cap * (sizeof(fi_addr_t) + sizeof(struct ibf_name) + 1);
+}
+
+/* Lock held: a reader of a shared AV sees the creator's inserts. */
+static void ibf_av_sync(struct ibf_av *av)
+{
+	if (av->shm)
+		av->count = __atomic_load_n(&av->shm->count, __ATOMIC_ACQUIRE);
+}
+
+/* Open or create the shared memory behind a named AV. */
+static int ibf_av_shm_open(struct ibf_av *av, struct fi_av_attr *attr)
+{
+	size_t cap = attr->count ? attr->count : IBF_AV_SHARED_COUNT;
+	int ro = !!(attr->flags & FI_READ), fd;
+	char path[256];
+
+	snprintf(path, sizeof(path), "/ibfab-av-%s", attr->name);
+	for (char *c = path + 1; *c; c++)
+		if (*c == '/')
+			*c = '_';
+	fd = shm_open(path, ro ? O_RDONLY : O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0) {
+		IBF_WARN(FI_LOG_AV, "shared AV %s: %s%s\n", attr->name,
+			 strerror(errno), ro ? " (FI_READ opens an AV another "
+			 "process created)" : "");
+		return ibf_errno_to_fi(errno);
+	}
+	if (ro) {
+		struct ibf_av_shm head;
+
+		if (read(fd, &head, sizeof(head)) != sizeof(head) ||
+		    head.magic != IBF_AV_SHM_MAGIC) {
+			close(fd);
+			IBF_WARN(FI_LOG_AV, "shared AV %s is not ibfab's\n", attr->name);
+			return -FI_EINVAL;
+		}
+		cap = head.cap;
+	} else if (ftruncate(fd, (off_t)ibf_av_shm_size(cap))) {
+		close(fd);
+		return ibf_errno_to_fi(errno);
+	}
+	av->shm_len = ibf_av_shm_size(cap);
+	av->shm = mmap(NULL, av->shm_len, ro ? PROT_READ : PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fd, 0);
+	close(fd);
+	if (av->shm == MAP_FAILED) {
+		av->shm = NULL;
+		return ibf_errno_to_fi(errno);
+	}
+	if (!ro) {
+		av->shm->magic = IBF_AV_SHM_MAGIC;
+		av->shm->addrlen = (uint32_t)av->addrlen;
+		av->shm->cap = cap;
+		av->shm_name = strdup(path);
+	}
+	av->readonly = ro;
+	av->cap = cap;
+	av->names = (struct ibf_name *)(ibf_av_shm_map(av->shm) + cap);
+	av->used = (uint8_t *)(av->names + cap);
+	attr->map_addr = ibf_av_shm_map(av->shm);
+	ibf_av_sync(av);
+	return 0;
+}
+
 int ibf_av_name(struct ibf_av *av, fi_addr_t addr, struct ibf_name *name)
 {
 	int ret = -FI_ENOENT;
 
 	pthread_mutex_lock(&av->lock);
+	ibf_av_sync(av);
 	if (addr < av->count && av->used[addr]) {
 		*name = av->names[addr];
 		ret = 0;
@@ -71,6 +163,7 @@ fi_addr_t ibf_av_find(struct ibf_av *av, const struct ibf_name *name)
 	size_t i;
 
 	pthread_mutex_lock(&av->lock);
+	ibf_av_sync(av);
 	for (i = 0; i < av->count; i++) {
 		if (av->used[i] && !memcmp(&av->names[i], name, sizeof(*name))) {
 			found = i;
@@ -93,6 +186,11 @@ static int ibf_av_slot(struct ibf_av *av, size_t *slot)
 			*slot = i;
 			return 0;
 		}
+	}
+	if (av->count == av->cap && av->shm) {
+		IBF_WARN(FI_LOG_AV, "shared AV full (%zu): open it with a larger "
+			 "count\n", av->cap);
+		return -FI_ENOSPC;
 	}
 	if (av->count == av->cap) {
 		cap = av->cap ? av->cap * 2 : 64;
@@ -124,6 +222,10 @@ static int ibf_av_insert_name(struct ibf_av *av, const struct ibf_name *name,
 		av->names[slot] = *name;
 		av->used[slot] = 1;
 		*out = slot;
+		if (av->shm) {
+			ibf_av_shm_map(av->shm)[slot] = slot;
+			__atomic_store_n(&av->shm->count, av->count, __ATOMIC_RELEASE);
+		}
 	}
 	pthread_mutex_unlock(&av->lock);
 	return ret;
@@ -159,6 +261,10 @@ static int ibf_av_insert(struct fid_av *av_fid, const void *addr, size_t count,
 	ret = ibf_av_check_flags(flags);
 	if (ret)
 		return ret;
+	if (av->readonly) {
+		IBF_WARN(FI_LOG_AV, "fi_av_insert into an AV opened FI_READ\n");
+		return -FI_EOPNOTSUPP;
+	}
 	if (count && !addr) {
 		IBF_WARN(FI_LOG_AV, "fi_av_insert of %zu addresses from NULL\n",
 			 count);
@@ -233,9 +339,9 @@ static int ibf_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 	struct ibf_av *av = to_ibf_av(av_fid);
 	size_t i;
 
-	if (flags || (count && !fi_addr)) {
-		IBF_WARN(FI_LOG_AV, "fi_av_remove: flags must be 0 and fi_addr "
-			 "an array\n");
+	if (flags || (count && !fi_addr) || av->readonly) {
+		IBF_WARN(FI_LOG_AV, "fi_av_remove: flags must be 0, fi_addr an "
+			 "array, and the AV not opened FI_READ\n");
 		return -FI_EINVAL;
 	}
 	for (i = 0; i < count; i++) {
@@ -304,9 +410,17 @@ static int ibf_av_close(struct fid *fid)
 		return -FI_EBUSY;
 	}
 	ibf_ref_put(&av->domain->ref);
+	pthread_mutex_destroy(&av->eps_lock);
 	pthread_mutex_destroy(&av->lock);
-	free(av->names);
-	free(av->used);
+	if (av->shm) {
+		munmap(av->shm, av->shm_len);
+		if (av->shm_name)
+			shm_unlink(av->shm_name);
+		free(av->shm_name);
+	} else {
+		free(av->names);
+		free(av->used);
+	}
 	free(av);
 	return 0;
 }
@@ -341,15 +455,14 @@ int ibf_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 		IBF_WARN(FI_LOG_AV, "fi_av_open needs attributes\n");
 		return -FI_EINVAL;
 	}
-	if (attr->flags & ~(uint64_t)(FI_SYMMETRIC)) {
+	if (attr->flags & ~(uint64_t)(FI_SYMMETRIC | FI_READ)) {
 		IBF_WARN(FI_LOG_AV, "AV flags %#llx: ibfab inserts synchronously "
-			 "(no FI_EVENT) and shares no AV between processes\n",
-			 (unsigned long long)attr->flags);
+			 "(no FI_EVENT)\n", (unsigned long long)attr->flags);
 		return -FI_ENOSYS;
 	}
-	if (attr->name) {
-		IBF_WARN(FI_LOG_AV, "named (shared) AVs are not supported\n");
-		return -FI_ENOSYS;
+	if ((attr->flags & FI_READ) && !attr->name) {
+		IBF_WARN(FI_LOG_AV, "FI_READ opens a named AV: give its name\n");
+		return -FI_EINVAL;
 	}
 	if (attr->rx_ctx_bits) {
 		IBF_WARN(FI_LOG_AV, "rx_ctx_bits: no scalable endpoints\n");
@@ -370,6 +483,17 @@ int ibf_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 	av->addrlen = av->addr_format == FI_SOCKADDR_IN6 ?
 		      sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 	pthread_mutex_init(&av->lock, NULL);
+	pthread_mutex_init(&av->eps_lock, NULL);
+	if (attr->name) {
+		int ret = ibf_av_shm_open(av, attr);
+
+		if (ret) {
+			pthread_mutex_destroy(&av->eps_lock);
+			pthread_mutex_destroy(&av->lock);
+			free(av);
+			return ret;
+		}
+	}
 	av->av_fid.fid.fclass = FI_CLASS_AV;
 	av->av_fid.fid.context = context;
 	av->av_fid.fid.ops = &ibf_av_fi_ops;

@@ -293,6 +293,27 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 	return cq->has_err ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
+int ibf_cq_ready(struct ibf_cq *cq)
+{
+	int ready, polled;
+
+	ibf_lock_acquire(&cq->lock);
+	if (cq->nrdm)
+		ibf_cq_progress_rdm(cq);
+	ready = cq->has_err || cq->wc_next < cq->wc_count ||
+		cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
+	if (!ready) {
+		polled = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, cq->wc);
+		if (polled > 0) {
+			cq->wc_next = 0;
+			cq->wc_count = polled;
+			ready = 1;
+		}
+	}
+	ibf_lock_release(&cq->lock);
+	return ready;
+}
+
 static ssize_t ibf_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			       fi_addr_t *src_addr)
 {

@@ -60,14 +60,6 @@ static int ibf_domain_no_cntr(struct fid_domain *domain,
 	return -FI_ENOSYS;
 }
 
-static int ibf_domain_no_poll(struct fid_domain *domain,
-			      struct fi_poll_attr *attr, struct fid_poll **poll)
-{
-	IBF_WARN(FI_LOG_DOMAIN, "poll sets are not supported: poll each CQ, or "
-		 "wait on their fds with epoll\n");
-	return -FI_ENOSYS;
-}
-
 static int ibf_domain_no_stx(struct fid_domain *domain, struct fi_tx_attr *attr,
 			     struct fid_stx **stx, void *context)
 {
@@ -107,7 +99,7 @@ static struct fi_ops_domain ibf_domain_ops = {
 	.endpoint = ibf_ep_open,
 	.scalable_ep = ibf_domain_no_scalable_ep,
 	.cntr_open = ibf_domain_no_cntr,
-	.poll_open = ibf_domain_no_poll,
+	.poll_open = ibf_poll_open,
 	.stx_ctx = ibf_domain_no_stx,
 	.srx_ctx = ibf_srx_open,
 	.query_atomic = ibf_domain_no_atomic,

@@ -112,8 +112,9 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 
 	if (!info)
 		return NULL;
-	info->caps = IBF_RDM_TX_CAPS | IBF_RDM_RX_CAPS;
+	info->caps = IBF_RDM_TX_CAPS | IBF_RDM_RX_CAPS | FI_SHARED_AV;
 	info->mode = 0;
+	info->domain_attr->caps |= FI_SHARED_AV;
 	info->tx_attr->caps = IBF_RDM_TX_CAPS;
 	info->tx_attr->msg_order = FI_ORDER_SAS;
 	info->tx_attr->comp_order = FI_ORDER_NONE;

@@ -131,31 +131,31 @@ uint8_t *ibf_rdm_op_mem(struct ibf_rdm_op *op)
 
 static void ibf_rdm_av_attach(struct ibf_rdm_ep *ep)
 {
-	pthread_mutex_lock(&ep->av->lock);
+	pthread_mutex_lock(&ep->av->eps_lock);
 	ep->av_next = ep->av->eps;
 	ep->av->eps = ep;
-	pthread_mutex_unlock(&ep->av->lock);
+	pthread_mutex_unlock(&ep->av->eps_lock);
 }
 
 static void ibf_rdm_av_detach(struct ibf_rdm_ep *ep)
 {
 	struct ibf_rdm_ep **p;
 
-	pthread_mutex_lock(&ep->av->lock);
+	pthread_mutex_lock(&ep->av->eps_lock);
 	for (p = &ep->av->eps; *p; p = &(*p)->av_next) {
 		if (*p == ep) {
 			*p = ep->av_next;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&ep->av->lock);
+	pthread_mutex_unlock(&ep->av->eps_lock);
 }
 
 void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr)
 {
 	struct ibf_rdm_ep *ep;
 
-	pthread_mutex_lock(&av->lock);
+	pthread_mutex_lock(&av->eps_lock);
 	for (ep = av->eps; ep; ep = ep->av_next) {
 		ibf_lock_acquire(&ep->lock);
 		if (addr < ep->npeers && ep->peers[addr]) {
@@ -164,7 +164,7 @@ void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr)
 		}
 		ibf_lock_release(&ep->lock);
 	}
-	pthread_mutex_unlock(&av->lock);
+	pthread_mutex_unlock(&av->eps_lock);
 }
 
 /* ---- fi_ops ---- */
