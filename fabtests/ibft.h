@@ -135,6 +135,10 @@ int ibft_ctl_recv(struct ibft_conn *c, struct ibft_buf *b, void *msg,
 int ibft_count_fds(void);
 long ibft_rss_kib(void);
 
+/* Monotonic time in microseconds; a qsort comparison of doubles. */
+double ibft_now_us(void);
+int ibft_cmp_double(const void *a, const void *b);
+
 /* Print the closing summary; returns the exit status. */
 int ibft_finish(void);
 

@@ -22,24 +22,9 @@ struct remote {
 	uint64_t addr, key;
 };
 
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void report_lat(const char *test, size_t size, double *s, int n)
 {
-	qsort(s, n, sizeof(*s), cmp_double);
+	qsort(s, n, sizeof(*s), ibft_cmp_double);
 	printf("RESULT %s %zu %.2f %.2f\n", test, size, s[0] / 2, s[n / 2] / 2);
 }
 
@@ -97,7 +82,7 @@ static void lat_send(struct ibft_conn *c, struct ibft_buf *b, size_t size, int n
 
 	for (i = 0; i < n + 10; i++) {
 		post_retry(do_recv, &a, c);
-		t = now_us();
+		t = ibft_now_us();
 		if (!ibft_opts.server) {
 			post_retry(do_send, &a, c);
 			reap(c, 2);
@@ -107,7 +92,7 @@ static void lat_send(struct ibft_conn *c, struct ibft_buf *b, size_t size, int n
 			reap(c, 1);
 		}
 		if (i >= 10)
-			s[i - 10] = now_us() - t;
+			s[i - 10] = ibft_now_us() - t;
 	}
 	if (!ibft_opts.server)
 		report_lat("lat_send", size, s, n);
@@ -125,7 +110,7 @@ static void lat_write(struct ibft_conn *c, struct ibft_buf *b, struct remote *r,
 
 	*last = 0;
 	for (i = 1; i <= n + 10; i++) {
-		t = now_us();
+		t = ibft_now_us();
 		if (ibft_opts.server)
 			while (*last != (uint8_t)i)
 				;
@@ -144,7 +129,7 @@ static void lat_write(struct ibft_conn *c, struct ibft_buf *b, struct remote *r,
 			outstanding = 0;
 		}
 		if (i > 10)
-			s[i - 11] = now_us() - t;
+			s[i - 11] = ibft_now_us() - t;
 	}
 	reap(c, outstanding);
 	if (!ibft_opts.server)
@@ -174,7 +159,7 @@ static void bw(struct ibft_conn *c, struct ibft_buf *b, struct ibft_buf *ctl,
 		ibft_ctl_send(c, ctl, "done", 5);
 		return;
 	}
-	t = now_us();
+	t = ibft_now_us();
 	while (done < n) {
 		while (posted < n && posted - done < WINDOW) {
 			ret = send ? fi_send(c->ep, b->ptr, size, b->desc, 0, NULL) :
@@ -188,7 +173,7 @@ static void bw(struct ibft_conn *c, struct ibft_buf *b, struct ibft_buf *ctl,
 		done++;
 	}
 	ibft_ctl_recv(c, ctl, msg, 5);
-	t = now_us() - t;
+	t = ibft_now_us() - t;
 	printf("RESULT %s %zu %.1f\n", send ? "bw_send" : "bw_write", size,
 	       (double)size * n / t * 1e6 / (1 << 20));
 }

@@ -539,6 +539,58 @@ out:
 	close_all();
 }
 
+/*
+ * Many messages in flight both ways at once, eager and rendezvous mixed,
+ * posted before the connection is up: more than a send queue holds.
+ */
+static void test_burst(void)
+{
+	enum { N = 96, BIG = 20000, SMALL = 100 };
+	static uint8_t rbuf[2][N][BIG], sbuf[2][N][BIG];
+	struct node *ns[2];
+	struct comp c;
+	size_t len;
+	int i, k, ok = 1, got[2] = { 0 }, sent[2] = { 0 };
+
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < N; i++)
+			ok &= !POST(fi_trecv(ns[k]->ep, rbuf[k][i], BIG, NULL,
+					     FI_ADDR_UNSPEC, i, 0, rbuf[k][i]));
+	for (i = 0; ok && i < N; i++) {
+		for (k = 0; k < 2; k++) {
+			len = i % 3 ? SMALL : BIG;
+			ibft_fill(sbuf[k][i], len, k * N + i);
+			ok &= !POST(fi_tsend(ns[k]->ep, sbuf[k][i], len, NULL,
+					     ns[k]->peer[!k], i, sbuf[k][i]));
+		}
+	}
+	/* Each side: N sends and N receives complete, data intact. */
+	for (k = 0; ok && k < 2; k++) {
+		while (ok && got[k] + sent[k] < 2 * N) {
+			ok = !wait_comp(ns[k], &c, WAIT_MS) && !c.err;
+			if (!ok)
+				break;
+			if (c.e.flags & FI_SEND) {
+				sent[k]++;
+				continue;
+			}
+			i = (int)c.e.tag;
+			len = i % 3 ? SMALL : BIG;
+			ok = i < N && c.e.len == len &&
+			     ibft_verify(rbuf[k][i], len, !k * N + i);
+			got[k]++;
+		}
+	}
+	IBFT_CHECK(ok, "rdm-burst", "side 0: %d sent, %d received; side 1: %d, "
+		   "%d (of %d each)", sent[0], got[0], sent[1], got[1], N);
+out:
+	close_all();
+}
+
 /* A poll set names the CQ that has a completion, and only it. */
 static void test_poll(void)
 {
@@ -958,7 +1010,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|trunc|cqdata|many|sharedav|poll|multirecv|auto|threads|simul|deadpeer)");
+		   "directed|peek|cancel|trunc|cqdata|many|burst|sharedav|poll|multirecv|auto|threads|simul|deadpeer)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -998,6 +1050,8 @@ int main(int argc, char **argv)
 		test_cq_data();
 	if (RUN("many"))
 		test_many(8);
+	if (RUN("burst"))
+		test_burst();
 	if (RUN("sharedav"))
 		test_shared_av();
 	if (RUN("poll"))

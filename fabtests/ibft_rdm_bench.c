@@ -21,21 +21,6 @@
 #define WINDOW 64
 #define MEM_PEERS 8
 
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Wait for n completions of node nd; any error ends the run. */
 static int reap(struct node *nd, int n)
 {
@@ -62,13 +47,13 @@ static int lat_side(struct node *nd, fi_addr_t peer, int initiator)
 	for (i = -warm; i < n; i++) {
 		if (POST(fi_trecv(nd->ep, r, size, NULL, FI_ADDR_UNSPEC, 1, 0, r)))
 			return -1;
-		t0 = now_us();
+		t0 = ibft_now_us();
 		if (initiator) {
 			if (POST(fi_tsend(nd->ep, s, size, NULL, peer, 1, s)) ||
 			    reap(nd, 2))
 				return -1;
 			if (i >= 0)
-				rtt[i] = now_us() - t0;
+				rtt[i] = ibft_now_us() - t0;
 		} else {
 			if (reap(nd, 1) || POST(fi_tsend(nd->ep, s, size, NULL, peer, 1, s)) ||
 			    reap(nd, 1))
@@ -76,7 +61,7 @@ static int lat_side(struct node *nd, fi_addr_t peer, int initiator)
 		}
 	}
 	if (initiator) {
-		qsort(rtt, n, sizeof(double), cmp_double);
+		qsort(rtt, n, sizeof(double), ibft_cmp_double);
 		printf("RESULT rdm_lat %zu %.2f %.2f\n", size, rtt[0] / 2,
 		       rtt[n / 2] / 2);
 	}
@@ -97,7 +82,7 @@ static int bw_side(struct node *nd, fi_addr_t peer, int initiator)
 	memset(buf, 2, size);
 	for (i = -1; i < rounds; i++) {	/* round -1 warms up */
 		if (i == 0)
-			t0 = now_us();
+			t0 = ibft_now_us();
 		if (initiator) {
 			if (POST(fi_trecv(nd->ep, ack, sizeof(ack), NULL,
 					  FI_ADDR_UNSPEC, 9, 0, ack)))
@@ -120,7 +105,7 @@ static int bw_side(struct node *nd, fi_addr_t peer, int initiator)
 	}
 	if (initiator)
 		printf("RESULT rdm_bw %zu %.1f\n", size, (double)rounds * WINDOW *
-		       size / ((now_us() - t0) / 1e6) / (1 << 20));
+		       size / ((ibft_now_us() - t0) / 1e6) / (1 << 20));
 	free(buf);
 	return 0;
 }

@@ -64,7 +64,8 @@ struct ibf_params {
 	int link_local;		/* list IPv6 link-local addresses too */
 	int cm_timeout_ms;
 	int min_rnr_timer;	/* IB encoding, 1..31 */
-	size_t eager_size;	/* tagged mode: largest message */
+	size_t eager_size;	/* RDM rendezvous threshold; tagged mode's limit */
+	size_t rdm_qp_depth;	/* send queue of each RDM queue pair */
 };
 extern struct ibf_params ibf_params;
 void ibf_params_define(void);

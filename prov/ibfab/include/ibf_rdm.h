@@ -136,6 +136,14 @@ struct ibf_rdm_conn {
 	struct ibf_rdm_op *queue_head, *queue_tail;	/* waiting to be posted */
 	int self;		/* the accepting half of a connection to ourselves */
 	uint32_t epoch;		/* counts deaths: RTS waiters of an old life fail */
+	/*
+	 * Send queue slots free on this connection's QP (atomic): each post
+	 * takes one, each send-side completion of this life gives it back.
+	 * Reads and answers that found none wait in "stalled" (ep->lock).
+	 */
+	int credits;
+	struct ibf_rdm_op *stalled_head, *stalled_tail;
+	int established;	/* its QP is up (cm_lock; read as a hint) */
 };
 
 /* ---- operations ---- */
@@ -168,9 +176,12 @@ struct ibf_rdm_op {
 	fi_addr_t want;		/* FI_DIRECTED_RECV: the source, or ANY */
 	int tagged;
 	int multi;		/* FI_MULTI_RECV: stays posted while room is left */
+	int stalled;		/* parked in its connection's stalled list */
 	size_t mr_off;		/* FI_MULTI_RECV: bytes of the buffer used */
 	struct ibf_rdm_op *bounce;	/* the RTS being read into it */
 	uint32_t epoch;		/* its connection's, when sent */
+	uint32_t post_epoch;	/* its connection's life at its last post */
+	struct ibf_rdm_conn *post_conn;	/* the connection of its last post */
 	int reads_left;		/* reads in flight; an RTS: its wc and FIN */
 	int read_err;
 	/* Where the next read starts: sender's segment, our iov, bytes left. */
@@ -291,7 +302,24 @@ int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
 /* Post op (built whole in op->mem) on conn, or queue it while conn forms. */
 ssize_t ibf_rdm_conn_submit(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
 int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
-/* Post a send whose header is in op->mem (conn filled in here). */
+/* Take a send queue slot of conn's QP: 1, or 0 if there is none. */
+static inline int ibf_rdm_credit_take(struct ibf_rdm_conn *conn)
+{
+	int c = __atomic_load_n(&conn->credits, __ATOMIC_RELAXED);
+
+	while (c > 0)
+		if (__atomic_compare_exchange_n(&conn->credits, &c, c - 1, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
+/* A send-side completion of op: its slot back, and what waited for one. */
+void ibf_rdm_credit_return(struct ibf_rdm_op *op);
+/* Park op until conn has a free slot (ep->lock held). */
+void ibf_rdm_stall(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
+/* Post a send whose header is in op->mem (conn filled in here);
+ * -FI_EAGAIN when conn's send queue is full. */
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_sge *sge, int nsge, int inl);
 /* Work the connection thread left for progress (CQ lock, not ep lock). */
@@ -305,6 +333,8 @@ extern struct fi_ops_msg ibf_rdm_msg_ops;
 extern struct fi_ops_tagged ibf_rdm_tagged_ops;
 void ibf_rdm_release(struct ibf_op *op);
 ssize_t ibf_rdm_cancel(struct ibf_rdm_ep *ep, void *context);
+/* Post what waited in conn->stalled while conn has slots (ep->lock held). */
+void ibf_rdm_unstall(struct ibf_rdm_conn *conn);
 void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep);
 /* An op is finished: report it (err 0 or -FI_E*), or free it if silent. */
 void ibf_rdm_complete(struct ibf_rdm_op *op, int err);

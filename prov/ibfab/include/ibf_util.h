@@ -65,6 +65,9 @@ int ibf_waitfd_wait(struct ibf_waitfd *w, int timeout_ms);
  * does not fit. */
 int ibf_getopt_size(void *optval, size_t *optlen, size_t value);
 
+/* FI_GETOPSFLAG / FI_SETOPSFLAG on an endpoint's tx and rx op flags. */
+int ibf_ep_opsflag(int command, uint64_t *flags, uint64_t *tx, uint64_t *rx);
+
 /* Set O_NONBLOCK; returns 0 or -FI_E*. */
 int ibf_fd_set_nonblock(int fd);
 

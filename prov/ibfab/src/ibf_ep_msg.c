@@ -227,25 +227,9 @@ static int ibf_ep_control(struct fid *fid, int command, void *arg)
 	case FI_ENABLE:
 		return ibf_ep_enable(ep);
 	case FI_GETOPSFLAG:
-		if (!flags)
-			return -FI_EINVAL;
-		if (*flags & FI_TRANSMIT)
-			*flags = ep->tx_op_flags;
-		else if (*flags & FI_RECV)
-			*flags = ep->rx_op_flags;
-		else
-			return -FI_EINVAL;
-		return 0;
 	case FI_SETOPSFLAG:
-		if (!flags)
-			return -FI_EINVAL;
-		if (*flags & FI_TRANSMIT)
-			ep->tx_op_flags = *flags & ~FI_TRANSMIT;
-		else if (*flags & FI_RECV)
-			ep->rx_op_flags = *flags & ~FI_RECV;
-		else
-			return -FI_EINVAL;
-		return 0;
+		return ibf_ep_opsflag(command, flags, &ep->tx_op_flags,
+				      &ep->rx_op_flags);
 	default:
 		return -FI_ENOSYS;
 	}

@@ -23,6 +23,7 @@ static const struct ibf_params ibf_params_default = {
 	.cm_timeout_ms = 2000,
 	.min_rnr_timer = 8,
 	.eager_size = 8192,
+	.rdm_qp_depth = 256,
 };
 
 struct ibf_size_param {
@@ -44,8 +45,12 @@ static struct ibf_size_param ibf_size_params[] = {
 	{ "inline_size", &ibf_params.inline_size, 0, 1 << 16,
 	  "Largest inject in bytes, sent inline; 0 means the device's limit (default: 0)" },
 	{ "eager_size", &ibf_params.eager_size, 64, 1 << 20,
-	  "Largest message of an FI_EP_MSG endpoint opened with FI_TAGGED, "
-	  "which receives into buffers of its own (default: 8192)" },
+	  "Rendezvous threshold of FI_EP_RDM endpoints (larger messages are "
+	  "read by the receiver), and largest message of an FI_EP_MSG endpoint "
+	  "opened with FI_TAGGED (default: 8192)" },
+	{ "rdm_qp_depth", &ibf_params.rdm_qp_depth, 8, 1 << 16,
+	  "Send queue depth of each queue pair of an FI_EP_RDM endpoint, one "
+	  "per peer: device memory spent per peer (default: 256)" },
 	{ "cq_size", &ibf_params.cq_size, 1, 1 << 22,
 	  "Default completion queue size; it grows as endpoints are bound, within the device's limit (default: 1024)" },
 };

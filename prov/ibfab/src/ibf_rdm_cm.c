@@ -82,6 +82,7 @@ static struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 	conn->name = *name;
 	conn->fi_addr = FI_ADDR_NOTAVAIL;
 	conn->self = self;
+	conn->credits = (int)ep->sq_depth;
 	__atomic_store_n(&chunk[index % IBF_CONN_CHUNK], conn, __ATOMIC_RELEASE);
 	__atomic_store_n(&ep->nconns, index + 1, __ATOMIC_RELEASE);
 	return conn;
@@ -172,7 +173,9 @@ static void ibf_rdm_conn_end(struct ibf_rdm_conn *conn, int err, int keep_queue)
 	ibf_rdm_bury(ep, conn->id);
 	ibf_rdm_bury(ep, conn->loser);
 	conn->id = conn->loser = NULL;
-	conn->epoch++;
+	conn->established = 0;
+	__atomic_store_n(&conn->credits, (int)ep->sq_depth, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&conn->epoch, 1, __ATOMIC_RELEASE);
 	ep->dead_seen = 1;
 	__atomic_store_n(&conn->state, IBF_CONN_IDLE, __ATOMIC_RELEASE);
 	ibf_rdm_set_pending(ep);
@@ -189,16 +192,21 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	struct ibv_send_wr wr = { 0 }, *bad;
 	int ret;
 
+	if (unlikely(!ibf_rdm_credit_take(conn)))
+		return -FI_EAGAIN;
 	wr.wr_id = (uintptr_t)&op->op;
 	wr.sg_list = sge;
 	wr.num_sge = nsge;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
 	((struct ibf_rdm_hdr *)op->mem)->conn = conn->remote;
+	op->post_conn = conn;
+	op->post_epoch = conn->epoch;
 	__atomic_add_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
 	ret = ibv_post_send(conn->id->qp, &wr, &bad);
 	if (unlikely(ret)) {
 		__atomic_sub_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&conn->credits, 1, __ATOMIC_RELEASE);
 		return ret == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(ret);
 	}
 	return 0;
@@ -224,15 +232,22 @@ int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 				 op->wire_len <= conn->ep->max_inline);
 }
 
-/* cm_lock held, connection established: post the queue, then go direct. */
+/*
+ * cm_lock held, connection established: post the queue, then go direct.
+ * A queue longer than the QP's send queue is posted as slots come back
+ * (ibf_rdm_credit_return calls again); until it is empty, new sends queue
+ * behind it, so order holds.
+ */
 static void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_op *op;
 	int ret;
 
 	while ((op = conn->queue_head)) {
-		conn->queue_head = op->next;
 		ret = ibf_rdm_post_built(conn, op);
+		if (ret == -FI_EAGAIN)
+			return;		/* the rest when slots come back */
+		conn->queue_head = op->next;
 		if (ret) {
 			IBF_WARN(FI_LOG_EP_DATA, "posting a queued send: %s\n",
 				 fi_strerror(-ret));
@@ -242,6 +257,37 @@ static void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn)
 	}
 	conn->queue_tail = NULL;
 	__atomic_store_n(&conn->state, IBF_CONN_CONNECTED, __ATOMIC_RELEASE);
+}
+
+void ibf_rdm_credit_return(struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_conn *conn = op->post_conn;
+
+	/* A completion of a QP before the connection's last death gives
+	 * nothing back: the new QP started with all its slots. */
+	if (!conn || op->post_epoch != __atomic_load_n(&conn->epoch, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_add_fetch(&conn->credits, 1, __ATOMIC_RELEASE);
+	if (unlikely(conn->stalled_head))
+		ibf_rdm_unstall(conn);
+	if (unlikely(__atomic_load_n(&conn->queue_head, __ATOMIC_RELAXED) &&
+		     conn->id && conn->established)) {
+		pthread_mutex_lock(&conn->ep->cm_lock);
+		if (conn->established && conn->state != IBF_CONN_CONNECTED)
+			ibf_rdm_conn_flush(conn);
+		pthread_mutex_unlock(&conn->ep->cm_lock);
+	}
+}
+
+void ibf_rdm_stall(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
+{
+	op->stalled = 1;
+	op->next = NULL;
+	if (conn->stalled_tail)
+		conn->stalled_tail->next = op;
+	else
+		conn->stalled_head = op;
+	conn->stalled_tail = op;
 }
 
 static int ibf_rdm_qp_create(struct ibf_rdm_ep *ep, struct rdma_cm_id *id)
@@ -473,6 +519,7 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 		conn->remote = d->conn;
 	}
 	ibf_qp_set_rnr_timer(conn->id->qp);
+	conn->established = 1;
 	ibf_rdm_conn_flush(conn);
 }
 
@@ -560,9 +607,11 @@ static void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 		return;		/* a buried id, or the listener */
 	if (conn->self) {
 		/* The accepting half of a connection to ourselves. */
-		if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
+		if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+			conn->established = 1;
 			__atomic_store_n(&conn->state, IBF_CONN_CONNECTED,
 					 __ATOMIC_RELEASE);
+		}
 		else if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
 			ibf_rdm_conn_fail(conn, -FI_ECONNABORTED);
 		return;
@@ -736,6 +785,13 @@ void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep)
 	while ((op = failed.head)) {
 		ibf_rdm_list_remove(&failed, op);
 		ibf_rdm_complete(op, op->op.err);
+	}
+	/* Reads and answers parked on a connection that died now fail. */
+	for (i = 0; dead && i < ep->nconns; i++) {
+		struct ibf_rdm_conn *conn = ibf_rdm_conn_at(ep, i);
+
+		if (conn->stalled_head)
+			ibf_rdm_unstall(conn);
 	}
 	/*
 	 * Rendezvous sends whose FIN will never come: their connection died

@@ -388,25 +388,9 @@ static int ibf_rdm_control(struct fid *fid, int command, void *arg)
 	case FI_ENABLE:
 		return ibf_rdm_enable(ep);
 	case FI_GETOPSFLAG:
-		if (!flags)
-			return -FI_EINVAL;
-		if (*flags & FI_TRANSMIT)
-			*flags = ep->tx_op_flags;
-		else if (*flags & FI_RECV)
-			*flags = ep->rx_op_flags;
-		else
-			return -FI_EINVAL;
-		return 0;
 	case FI_SETOPSFLAG:
-		if (!flags)
-			return -FI_EINVAL;
-		if (*flags & FI_TRANSMIT)
-			ep->tx_op_flags = *flags & ~FI_TRANSMIT;
-		else if (*flags & FI_RECV)
-			ep->rx_op_flags = *flags & ~FI_RECV;
-		else
-			return -FI_EINVAL;
-		return 0;
+		return ibf_ep_opsflag(command, flags, &ep->tx_op_flags,
+				      &ep->rx_op_flags);
 	default:
 		return -FI_ENOSYS;
 	}
@@ -648,8 +632,13 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ibf_rdm_clamp(ep, da);
-	/* Every send is signalled: its slot is reused on its completion. */
-	ep->sq_depth = (uint32_t)ibf_rdm_sq_need(ep);
+	/*
+	 * Every send is signalled, so a QP's send queue need hold only what
+	 * is in flight to that one peer; posts beyond it wait for slots
+	 * (conn->credits), so the queue, device memory spent per peer, can
+	 * be far smaller than all the endpoint's operations.
+	 */
+	ep->sq_depth = (uint32_t)IBF_MIN(ibf_rdm_sq_need(ep), ibf_params.rdm_qp_depth);
 }
 
 int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,

@@ -275,6 +275,30 @@ static void ibf_rdm_bounce_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	ibf_rdm_bounce_post(ep, b);
 }
 
+/* Post the FIN built in bounce b; a full send queue parks it. */
+static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	struct ibf_rdm_conn *conn = b->conn;
+	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)b->mem,
+		.length = IBF_HDR + sizeof(struct ibf_rdm_fin),
+		.lkey = ep->mem_mr->lkey,
+	};
+	int ret = -FI_ENOTCONN;
+
+	if (id && id->qp)
+		ret = ibf_rdm_post_send(conn, b, &sge, 1,
+					sge.length <= ep->max_inline);
+	if (ret == -FI_EAGAIN) {
+		ibf_rdm_stall(conn, b);
+	} else if (ret) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot answer a "
+			       "rendezvous: %s\n", fi_strerror(-ret));
+		ibf_rdm_bounce_done(ep, b);
+	}
+}
+
 /* Answer an RTS held in bounce b; b goes back to the SRQ after. */
 static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			     int status)
@@ -282,29 +306,14 @@ static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_HDR);
 	struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_HDR);
 	struct ibf_rdm_hdr *hdr = (void *)b->mem;
-	struct ibf_rdm_conn *conn = b->conn;
 	uint32_t cookie = rts->cookie;
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)b->mem,
-		.length = IBF_HDR + sizeof(*fin),
-		.lkey = ep->mem_mr->lkey,
-	};
-	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
-	int ret = -FI_ENOTCONN;
 
 	hdr->type = IBF_RDM_FIN;
 	hdr->flags = 0;
 	fin->cookie = cookie;
 	fin->status = status;
 	b->state = IBF_RDM_BOUNCE_FIN;
-	if (id && id->qp)
-		ret = ibf_rdm_post_send(conn, b, &sge, 1,
-					sge.length <= ep->max_inline);
-	if (ret) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot answer a "
-			       "rendezvous: %s\n", fi_strerror(-ret));
-		ibf_rdm_bounce_done(ep, b);
-	}
+	ibf_rdm_fin_post(ep, b);
 }
 
 /* Drop a held message (FI_DISCARD): an RTS still gets its FIN. */
@@ -355,12 +364,16 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 
 	if (!id || !id->qp)
 		return -FI_ENOTCONN;
+	if (!ibf_rdm_credit_take(r->bounce->conn))
+		return -FI_EAGAIN;
 	while (r->rd_seg < rts->nseg && r->rd_soff == rts->seg[r->rd_seg].len) {
 		r->rd_seg++;
 		r->rd_soff = 0;
 	}
-	if (r->rd_seg >= rts->nseg)
+	if (r->rd_seg >= rts->nseg) {
+		__atomic_add_fetch(&r->bounce->conn->credits, 1, __ATOMIC_RELEASE);
 		return -FI_EIO;	/* the segments hold less than the length */
+	}
 	seg = &rts->seg[r->rd_seg];
 	chunk = IBF_MIN(IBF_MIN(seg->len - r->rd_soff, (uint64_t)ep->max_read),
 			r->rd_left);
@@ -388,10 +401,13 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 		chunk -= n;
 	}
 	wr.num_sge = nsge;
+	r->post_conn = r->bounce->conn;
+	r->post_epoch = r->post_conn->epoch;
 	__atomic_add_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
 	ret = ibv_post_send(id->qp, &wr, &bad);
 	if (ret) {
 		__atomic_sub_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&r->post_conn->credits, 1, __ATOMIC_RELEASE);
 		return ibf_errno_to_fi(ret);
 	}
 	r->reads_left++;
@@ -404,6 +420,27 @@ static void ibf_rdm_read_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 	ibf_rdm_fin_send(ep, r->bounce, r->read_err);
 	ibf_rdm_complete(r, r->read_err ? r->read_err :
 			 (r->op.olen ? -FI_ETRUNC : 0));
+}
+
+/*
+ * Keep up to IBF_RDM_READS reads in flight into r while bytes are left;
+ * park r when its connection's send queue is full (ibf_rdm_unstall goes
+ * on); finish once nothing is left in flight.
+ */
+static void ibf_rdm_read_more(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+{
+	int ret;
+
+	while (!r->stalled && !r->read_err && r->rd_left &&
+	       r->reads_left < IBF_RDM_READS) {
+		ret = ibf_rdm_read_next(ep, r);
+		if (ret == -FI_EAGAIN)
+			ibf_rdm_stall(r->bounce->conn, r);
+		else if (ret)
+			r->read_err = ret;
+	}
+	if (!r->stalled && !r->reads_left)
+		ibf_rdm_read_done(ep, r);
 }
 
 static void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
@@ -429,27 +466,38 @@ static void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	for (i = 0; want && !ret && i < r->count; i++)
 		if (r->iov[i].iov_len)
 			ret = ibf_rdm_rx_lkey(ep, r, i, &r->lkey[i]);
-	while (!ret && r->rd_left && r->reads_left < IBF_RDM_READS)
-		ret = ibf_rdm_read_next(ep, r);
-	if (ret)
-		r->read_err = ret;
-	if (!r->reads_left)
-		ibf_rdm_read_done(ep, r);
+	r->read_err = ret;
+	ibf_rdm_read_more(ep, r);
 }
 
 /* One read into r has completed (or failed): the next, or the end. */
 static void ibf_rdm_on_read(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 			    const struct ibv_wc *wc)
 {
-	int ret;
-
 	r->reads_left--;
 	if (wc->status != IBV_WC_SUCCESS && !r->read_err)
 		r->read_err = -ibf_wc_status_to_fi(wc->status);
-	if (!r->read_err && r->rd_left && (ret = ibf_rdm_read_next(ep, r)))
-		r->read_err = ret;
-	if (!r->reads_left)
-		ibf_rdm_read_done(ep, r);
+	ibf_rdm_read_more(ep, r);
+}
+
+void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_op *op;
+
+	while ((op = conn->stalled_head) &&
+	       (!conn->id || __atomic_load_n(&conn->credits, __ATOMIC_ACQUIRE) > 0)) {
+		conn->stalled_head = op->next;
+		if (!conn->stalled_head)
+			conn->stalled_tail = NULL;
+		op->stalled = 0;
+		if (op->is_bounce)
+			ibf_rdm_fin_post(ep, op);	/* may park it again */
+		else
+			ibf_rdm_read_more(ep, op);
+		if (op->stalled)
+			break;		/* no slot after all: in order, later */
+	}
 }
 
 /* Receive r takes the message held in bounce b. */
@@ -594,6 +642,7 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
 		return;
 	}
 	__atomic_sub_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
+	ibf_rdm_credit_return(op);
 	if (op->is_bounce)
 		ibf_rdm_bounce_done(ep, op);	/* its FIN went */
 	else if (op->state == IBF_RDM_RX_READ)

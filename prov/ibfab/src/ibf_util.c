@@ -166,3 +166,22 @@ int ibf_getopt_size(void *optval, size_t *optlen, size_t value)
 	*optlen = sizeof(size_t);
 	return 0;
 }
+
+int ibf_ep_opsflag(int command, uint64_t *flags, uint64_t *tx, uint64_t *rx)
+{
+	uint64_t *which;
+
+	if (!flags)
+		return -FI_EINVAL;
+	if (*flags & FI_TRANSMIT)
+		which = tx;
+	else if (*flags & FI_RECV)
+		which = rx;
+	else
+		return -FI_EINVAL;
+	if (command == FI_GETOPSFLAG)
+		*flags = *which;
+	else
+		*which = *flags & ~(FI_TRANSMIT | FI_RECV);
+	return 0;
+}
