@@ -512,7 +512,16 @@ static void test_shared_av(void)
 	struct comp c;
 	char name[64];
 	int ok, st;
+	struct fi_info *h = rdm_hints(FI_MSG | FI_SHARED_AV), *info = NULL;
 
+	ok = !fi_getinfo(FI_VERSION(1, 17), ibft_opts.src, NULL, FI_SOURCE, h, &info);
+	fi_freeinfo(h);
+	fi_freeinfo(info);
+	if (!ok) {
+		printf("skip - rdm-shared-av [%s]: no FI_SHARED_AV offered\n",
+		       ibft_opts.prov);
+		return;
+	}
 	b = node_open(1, FI_MSG | FI_SHARED_AV, 0);
 	if (!b)
 		goto out;
@@ -588,6 +597,50 @@ static void test_burst(void)
 	IBFT_CHECK(ok, "rdm-burst", "side 0: %d sent, %d received; side 1: %d, "
 		   "%d (of %d each)", sent[0], got[0], sent[1], got[1], N);
 out:
+	close_all();
+}
+
+/*
+ * fi_cq_sread on an RDM endpoint's CQ (FI_WAIT_FD) sleeps until a message
+ * arrives and wakes for each step of a rendezvous it must drive itself.
+ */
+static void test_sread(void)
+{
+	size_t big = IBFT_MIN(ibft_opts.max_size, 1 << 20);
+	uint8_t *s = xbuf(big), *r = xbuf(big), small[100], rs[100];
+	struct fi_cq_tagged_entry e;
+	struct node *ns[2];
+	struct comp c;
+	int ok, got = 0, i;
+	ssize_t n;
+
+	want_wait = FI_WAIT_FD;
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	want_wait = FI_WAIT_NONE;
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ibft_fill(small, sizeof(small), 1);
+	ibft_fill(s, big, 2);
+	ok = !fi_trecv(ns[1]->ep, rs, sizeof(rs), NULL, FI_ADDR_UNSPEC, 1, 0, rs);
+	ok &= !fi_trecv(ns[1]->ep, r, big, NULL, FI_ADDR_UNSPEC, 2, 0, r);
+	ok &= !POST(fi_tsend(ns[0]->ep, small, sizeof(small), NULL, ns[0]->peer[1], 1, small));
+	ok &= !POST(fi_tsend(ns[0]->ep, s, big, NULL, ns[0]->peer[1], 2, s));
+	/* Only the receiver's CQ is read, and only by blocking reads. */
+	for (i = 0; ok && got < 2 && i < 20; i++) {
+		n = fi_cq_sread(ns[1]->cq, &e, 1, NULL, 5000);
+		if (n == 1)
+			got++;
+		else if (n != -FI_EAGAIN)
+			ok = 0;
+	}
+	ok = ok && got == 2 && ibft_verify(rs, sizeof(rs), 1) && ibft_verify(r, big, 2);
+	IBFT_CHECK(ok, "rdm-cq-sread", "%d of 2 receives through fi_cq_sread", got);
+	ok = !wait_comp(ns[0], &c, WAIT_MS) && !c.err && !wait_comp(ns[0], &c, WAIT_MS) && !c.err;
+	IBFT_CHECK(ok, "rdm-cq-sread-sends", "the sends did not complete");
+out:
+	free(s);
+	free(r);
 	close_all();
 }
 
@@ -1010,7 +1063,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|trunc|cqdata|many|burst|sharedav|poll|multirecv|auto|threads|simul|deadpeer)");
+		   "directed|peek|cancel|trunc|cqdata|many|sread|burst|sharedav|poll|multirecv|auto|threads|simul|deadpeer)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -1050,6 +1103,8 @@ int main(int argc, char **argv)
 		test_cq_data();
 	if (RUN("many"))
 		test_many(8);
+	if (RUN("sread"))
+		test_sread();
 	if (RUN("burst"))
 		test_burst();
 	if (RUN("sharedav"))

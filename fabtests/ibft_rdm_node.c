@@ -11,6 +11,7 @@ int nnodes;
 enum fi_progress want_progress;	/* FI_PROGRESS_UNSPEC: the provider's */
 const char *want_av_name;
 uint64_t want_av_flags;
+enum fi_wait_obj want_wait = FI_WAIT_NONE;
 enum fi_threading want_threading = FI_THREAD_DOMAIN;
 
 struct fi_info *rdm_hints(uint64_t caps)
@@ -35,7 +36,8 @@ static const char *node_addr(int i)
 /* Open an endpoint on the i-th address; NULL (and a failed check) if not. */
 struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 {
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED,
+				      .wait_obj = want_wait };
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .name = want_av_name,
 				      .flags = want_av_flags };
 	struct fi_info *hints = rdm_hints(caps);

@@ -47,6 +47,7 @@ extern enum fi_threading want_threading;
 /* A named AV to open (with want_av_flags, e.g. FI_READ), or NULL. */
 extern const char *want_av_name;
 extern uint64_t want_av_flags;
+extern enum fi_wait_obj want_wait;	/* the CQ's wait object */
 
 struct fi_info *rdm_hints(uint64_t caps);
 /* An endpoint on the i-th address (-s, -d, -s, ...); NULL and a failed
