@@ -64,6 +64,46 @@ static void test_getinfo_ompi(void)
 	fi_freeinfo(h);
 }
 
+/* FI_EVENT: the insert returns 0; the EQ says what became of each. */
+static void test_av_events(struct node *n)
+{
+	struct fi_av_attr attr = { .type = FI_AV_TABLE, .flags = FI_EVENT };
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_eq_err_entry err = { 0 };
+	struct fi_eq_entry e = { 0 };
+	struct fid_eq *eq = NULL;
+	struct fid_av *av = NULL;
+	uint8_t addrs[128] = { 0 };	/* n's name, then one of zeros */
+	fi_addr_t fa[2] = { 0, 0 };
+	uint32_t event = 0, ctx;
+	ssize_t rd;
+	int ok;
+
+	memcpy(addrs, n->name, n->namelen);
+	ok = !fi_eq_open(n->fabric, &eq_attr, &eq, NULL) &&
+	     !fi_av_open(n->domain, &attr, &av, NULL);
+	if (!ok) {
+		printf("skip - rdm-av-events [%s]: no FI_EVENT AV\n", ibft_opts.prov);
+		goto out;
+	}
+	ok = !fi_av_bind(av, &eq->fid, 0) &&
+	     fi_av_insert(av, addrs, 2, fa, 0, &ctx) == 0;
+	rd = fi_eq_sread(eq, &event, &e, sizeof(e), 5000, 0);
+	ok = ok && rd == -FI_EAVAIL && fi_eq_readerr(eq, &err, 0) == sizeof(err) &&
+	     err.data == 1 && err.err > 0 && err.context == &ctx;
+	rd = fi_eq_sread(eq, &event, &e, sizeof(e), 5000, 0);
+	ok = ok && rd == sizeof(e) && event == FI_AV_COMPLETE && e.data == 1 &&
+	     e.context == &ctx && fa[0] != FI_ADDR_NOTAVAIL &&
+	     fa[1] == FI_ADDR_NOTAVAIL;
+	IBFT_CHECK(ok, "rdm-av-events", "FI_EVENT insert: last read %zd, event "
+		   "%u, data %llu", rd, event, (unsigned long long)e.data);
+out:
+	if (av)
+		fi_close(&av->fid);
+	if (eq)
+		fi_close(&eq->fid);
+}
+
 static void test_av(void)
 {
 	struct node *a = node_open(0, FI_TAGGED, 0), *b = node_open(1, FI_TAGGED, 0);
@@ -99,6 +139,7 @@ static void test_av(void)
 			   "rdm-av-bad-address", "inserted %d, fi_addr %llu", ret,
 			   (unsigned long long)fbad);
 	}
+	test_av_events(a);
 out:
 	close_all();
 }

@@ -61,6 +61,9 @@ struct ibf_av {
 	size_t shm_len;
 	char *shm_name;		/* set by the creator, who unlinks it */
 	int readonly;		/* opened with FI_READ */
+	/* FI_EVENT: each insert call's outcome is written to this EQ. */
+	int events;
+	struct ibf_eq *eq;
 };
 int ibf_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 		struct fid_av **av, void *context);

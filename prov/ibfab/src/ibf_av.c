@@ -4,7 +4,9 @@
  * fi_addr is the table index for FI_AV_TABLE and FI_AV_MAP alike (MAP lets
  * the provider choose; an index costs one load on the data path either
  * way).  A removed slot is reused by the next insert, lowest first, as the
- * FI_AV_TABLE rules say.  Inserts are synchronous.
+ * FI_AV_TABLE rules say.  Inserts are synchronous; an AV opened with
+ * FI_EVENT also reports each insert call on its EQ (an error entry per
+ * address refused, then FI_AV_COMPLETE with the number inserted).
  *
  * A named AV (FI_SHARED_AV) is kept in POSIX shared memory of a fixed
  * size (attr->count entries, default IBF_AV_SHARED_COUNT), so other
@@ -231,10 +233,33 @@ static int ibf_av_insert_name(struct ibf_av *av, const struct ibf_name *name,
 	return ret;
 }
 
-static void ibf_av_result(uint64_t flags, void *context, size_t i, int err)
+static void ibf_av_result(struct ibf_av *av, uint64_t flags, void *context,
+			  size_t i, int err)
 {
+	struct fi_eq_err_entry e = { 0 };
+
 	if ((flags & FI_SYNC_ERR) && context)
 		((int *)context)[i] = -err;
+	if (av->events && err) {
+		e.fid = &av->av_fid.fid;
+		e.context = context;
+		e.data = i;
+		e.err = -err;
+		ibf_eq_push(av->eq, FI_AV_COMPLETE, &e, sizeof(e), IBF_EQ_ERR,
+			    NULL, 0);
+	}
+}
+
+/* FI_EVENT: the call's completion; the call itself returns 0. */
+static int ibf_av_complete(struct ibf_av *av, void *context, int done)
+{
+	struct fi_eq_entry e = { .fid = &av->av_fid.fid, .context = context,
+				 .data = (uint64_t)done };
+
+	if (!av->events)
+		return done;
+	ibf_eq_push(av->eq, FI_AV_COMPLETE, &e, sizeof(e), 0, NULL, 0);
+	return 0;
 }
 
 static int ibf_av_check_flags(uint64_t flags)
@@ -265,6 +290,11 @@ static int ibf_av_insert(struct fid_av *av_fid, const void *addr, size_t count,
 		IBF_WARN(FI_LOG_AV, "fi_av_insert into an AV opened FI_READ\n");
 		return -FI_EOPNOTSUPP;
 	}
+	if (av->events && !av->eq) {
+		IBF_WARN(FI_LOG_AV, "an FI_EVENT AV needs an EQ: fi_av_bind "
+			 "first\n");
+		return -FI_ENOEQ;
+	}
 	if (count && !addr) {
 		IBF_WARN(FI_LOG_AV, "fi_av_insert of %zu addresses from NULL\n",
 			 count);
@@ -287,11 +317,11 @@ static int ibf_av_insert(struct fid_av *av_fid, const void *addr, size_t count,
 		}
 		if (fi_addr)
 			fi_addr[i] = out;
-		ibf_av_result(flags, context, i, ret);
+		ibf_av_result(av, flags, context, i, ret);
 		if (!ret)
 			done++;
 	}
-	return done;
+	return ibf_av_complete(av, context, done);
 }
 
 static int ibf_av_insertsvc(struct fid_av *av_fid, const char *node,
@@ -315,8 +345,10 @@ static int ibf_av_insertsvc(struct fid_av *av_fid, const char *node,
 			 node, service, family == AF_INET6 ? "IPv6" : "IPv4");
 		if (fi_addr)
 			*fi_addr = FI_ADDR_NOTAVAIL;
-		ibf_av_result(flags, context, 0, -FI_EINVAL);
-		return 0;
+		if (av->events && !av->eq)
+			return -FI_ENOEQ;
+		ibf_av_result(av, flags, context, 0, -FI_EINVAL);
+		return ibf_av_complete(av, context, 0);
 	}
 	return ibf_av_insert(av_fid, &ss, 1, fi_addr, flags, context);
 }
@@ -396,8 +428,15 @@ static const char *ibf_av_straddr(struct fid_av *av_fid, const void *addr,
 
 static int ibf_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
-	IBF_WARN(FI_LOG_AV, "AV inserts are synchronous: no EQ to bind\n");
-	return -FI_ENOSYS;
+	struct ibf_av *av = container_of(fid, struct ibf_av, av_fid.fid);
+
+	if (!bfid || bfid->fclass != FI_CLASS_EQ || flags || av->eq) {
+		IBF_WARN(FI_LOG_AV, "fi_av_bind takes one EQ, flags 0\n");
+		return -FI_EINVAL;
+	}
+	av->eq = container_of(bfid, struct ibf_eq, eq_fid.fid);
+	ibf_ref_get(&av->eq->ref);
+	return 0;
 }
 
 static int ibf_av_close(struct fid *fid)
@@ -409,6 +448,8 @@ static int ibf_av_close(struct fid *fid)
 			 "them first\n", ibf_ref_read(&av->ref));
 		return -FI_EBUSY;
 	}
+	if (av->eq)
+		ibf_ref_put(&av->eq->ref);
 	ibf_ref_put(&av->domain->ref);
 	pthread_mutex_destroy(&av->eps_lock);
 	pthread_mutex_destroy(&av->lock);
@@ -455,9 +496,9 @@ int ibf_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 		IBF_WARN(FI_LOG_AV, "fi_av_open needs attributes\n");
 		return -FI_EINVAL;
 	}
-	if (attr->flags & ~(uint64_t)(FI_SYMMETRIC | FI_READ)) {
-		IBF_WARN(FI_LOG_AV, "AV flags %#llx: ibfab inserts synchronously "
-			 "(no FI_EVENT)\n", (unsigned long long)attr->flags);
+	if (attr->flags & ~(uint64_t)(FI_SYMMETRIC | FI_READ | FI_EVENT)) {
+		IBF_WARN(FI_LOG_AV, "AV flags %#llx: ibfab takes FI_EVENT, "
+			 "FI_READ and FI_SYMMETRIC\n", (unsigned long long)attr->flags);
 		return -FI_ENOSYS;
 	}
 	if ((attr->flags & FI_READ) && !attr->name) {
@@ -479,6 +520,7 @@ int ibf_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 		return -FI_ENOMEM;
 	av->domain = dom;
 	av->type = attr->type == FI_AV_UNSPEC ? FI_AV_MAP : attr->type;
+	av->events = !!(attr->flags & FI_EVENT);
 	av->addr_format = dom->info->addr_format;
 	av->addrlen = av->addr_format == FI_SOCKADDR_IN6 ?
 		      sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
