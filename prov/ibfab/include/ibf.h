@@ -407,6 +407,10 @@ struct ibf_drain {
 void ibf_cq_drain(struct ibf_cq *cq, const struct ibf_drain *d);
 int ibf_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr,
 		struct fid_cq **cq, void *context);
+/* fi_ep_bind of a CQ: set the endpoint's CQ(s) for the directions in flags. */
+int ibf_cq_bind(struct ibf_cq *cq, struct ibf_domain *dom, uint64_t flags,
+		struct ibf_cq **tx, struct ibf_cq **rx, int *tx_selective,
+		int *rx_selective);
 /* Progress cq; does it have a completion (or an error) to read? */
 int ibf_cq_ready(struct ibf_cq *cq);
 

@@ -293,6 +293,35 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 	return cq->has_err ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
+int ibf_cq_bind(struct ibf_cq *cq, struct ibf_domain *dom, uint64_t flags,
+		struct ibf_cq **tx, struct ibf_cq **rx, int *tx_selective,
+		int *rx_selective)
+{
+	if (cq->domain != dom) {
+		IBF_WARN(FI_LOG_EP_CTRL, "CQ and endpoint are on different domains\n");
+		return -FI_EINVAL;
+	}
+	if (!(flags & (FI_TRANSMIT | FI_RECV))) {
+		IBF_WARN(FI_LOG_EP_CTRL, "bind a CQ with FI_TRANSMIT and/or FI_RECV\n");
+		return -FI_EBADFLAGS;
+	}
+	if (((flags & FI_TRANSMIT) && *tx) || ((flags & FI_RECV) && *rx)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a CQ is already bound for that direction\n");
+		return -FI_EINVAL;
+	}
+	if (flags & FI_TRANSMIT) {
+		*tx = cq;
+		*tx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
+		ibf_ref_get(&cq->ref);
+	}
+	if (flags & FI_RECV) {
+		*rx = cq;
+		*rx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
+		ibf_ref_get(&cq->ref);
+	}
+	return 0;
+}
+
 int ibf_cq_ready(struct ibf_cq *cq)
 {
 	int ready, polled;

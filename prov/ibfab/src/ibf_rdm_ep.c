@@ -172,27 +172,8 @@ void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr)
 static int ibf_rdm_bind_cq(struct ibf_rdm_ep *ep, struct ibf_cq *cq,
 			   uint64_t flags)
 {
-	if (!(flags & (FI_TRANSMIT | FI_RECV))) {
-		IBF_WARN(FI_LOG_EP_CTRL, "bind a CQ with FI_TRANSMIT and/or "
-			 "FI_RECV\n");
-		return -FI_EINVAL;
-	}
-	if (((flags & FI_TRANSMIT) && ep->tx_cq) ||
-	    ((flags & FI_RECV) && ep->rx_cq)) {
-		IBF_WARN(FI_LOG_EP_CTRL, "a CQ is already bound there\n");
-		return -FI_EINVAL;
-	}
-	if (flags & FI_TRANSMIT) {
-		ep->tx_cq = cq;
-		ep->tx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
-		ibf_ref_get(&cq->ref);
-	}
-	if (flags & FI_RECV) {
-		ep->rx_cq = cq;
-		ep->rx_selective = !!(flags & FI_SELECTIVE_COMPLETION);
-		ibf_ref_get(&cq->ref);
-	}
-	return 0;
+	return ibf_cq_bind(cq, ep->domain, flags, &ep->tx_cq, &ep->rx_cq,
+			   &ep->tx_selective, &ep->rx_selective);
 }
 
 static int ibf_rdm_bind(struct fid *fid, struct fid *bfid, uint64_t flags)

@@ -62,8 +62,8 @@ static void ibf_rdm_op_free(struct ibf_rdm_op *op)
 void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 {
 	ibf_rdm_unregister(op);
-	if (err && !op->op.context) {
-		/* An inject, or a silent send: no context to report with. */
+	if (err && !op->op.context && !op->op.user_comp) {
+		/* An inject: it has no context to report an error with. */
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a send without "
 			       "context failed: %s\n", fi_strerror(-err));
 		ibf_rdm_op_free(op);
