@@ -6,10 +6,14 @@
  *          --mca mtl_ofi_provider_include ibfab ibft_mpi
  * Rank 0 prints one "ok"/"not ok" line per check; exit status 1 on failure.
  *
+ * "ibft_mpi mt" runs under MPI_THREAD_MULTIPLE (the OFI MTL then asks the
+ * provider for FI_THREAD_SAFE) and adds threads exchanging at once.
+ *
  * "ibft_mpi lat SIZE..." instead times a ping-pong between ranks 0 and 1:
  *   RESULT mpi_lat SIZE MIN_USEC MEDIAN_USEC   (half round trips)
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +240,49 @@ static void test_collectives(void)
 	free(b);
 }
 
+/* MPI_THREAD_MULTIPLE: threads of ranks 0 and 1 exchange at once. */
+enum { MT_THREADS = 4, MT_ROUNDS = 50, MT_LEN = 16384 };
+
+struct mt_arg {
+	int id, ok;
+};
+
+static void *mt_thread(void *p)
+{
+	struct mt_arg *a = p;
+	uint8_t *s = malloc(MT_LEN), *r = malloc(MT_LEN);
+	int peer = rank ^ 1, i;
+	MPI_Request req[2];
+
+	for (i = 0; i < MT_ROUNDS; i++) {
+		fill(s, MT_LEN, a->id * 1000 + i + rank);
+		MPI_Irecv(r, MT_LEN, MPI_BYTE, peer, 100 + a->id, MPI_COMM_WORLD, &req[0]);
+		MPI_Isend(s, MT_LEN, MPI_BYTE, peer, 100 + a->id, MPI_COMM_WORLD, &req[1]);
+		MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+		a->ok &= verify(r, MT_LEN, a->id * 1000 + i + peer);
+	}
+	free(s);
+	free(r);
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	pthread_t th[MT_THREADS];
+	struct mt_arg arg[MT_THREADS];
+	int i, ok = 1;
+
+	for (i = 0; rank < 2 && i < MT_THREADS; i++) {
+		arg[i] = (struct mt_arg){ i, 1 };
+		pthread_create(&th[i], NULL, mt_thread, &arg[i]);
+	}
+	for (i = 0; rank < 2 && i < MT_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ok &= arg[i].ok;
+	}
+	check(ok, "thread-multiple");
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -278,7 +325,18 @@ static void bench_lat(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	MPI_Init(&argc, &argv);
+	int mt = argc > 1 && !strcmp(argv[1], "mt"), provided;
+
+	if (mt) {
+		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+		if (provided != MPI_THREAD_MULTIPLE) {
+			fprintf(stderr, "MPI_THREAD_MULTIPLE not provided (%d)\n",
+				provided);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+	} else {
+		MPI_Init(&argc, &argv);
+	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (size < 2) {
@@ -300,6 +358,8 @@ int main(int argc, char **argv)
 	test_truncate();
 	test_burst();
 	test_collectives();
+	if (mt)
+		test_threads();
 	if (rank == 0)
 		printf("# mpi: checks passed %d, failed %d\n", passed, failed);
 	MPI_Finalize();
