@@ -745,9 +745,20 @@ void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep)
 	struct rdma_cm_event *ev;
 	uint32_t i;
 
-	/* Ack what is left, or rdma_destroy_id would wait for it. */
-	while (ep->channel && !rdma_get_cm_event(ep->channel, &ev))
+	/*
+	 * Ack what is left, or rdma_destroy_id would wait for it; a request
+	 * that came too late is refused, and its id is ours to destroy.
+	 */
+	while (ep->channel && !rdma_get_cm_event(ep->channel, &ev)) {
+		struct rdma_cm_id *late = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ?
+					  ev->id : NULL;
+
+		if (late)
+			rdma_reject(late, NULL, 0);
 		rdma_ack_cm_event(ev);
+		if (late)
+			rdma_destroy_id(late);
+	}
 	for (i = 0; i < ep->ngrave; i++) {
 		if (ep->graveyard[i]->qp)
 			rdma_destroy_qp(ep->graveyard[i]);
