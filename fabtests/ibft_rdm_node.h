@@ -85,4 +85,20 @@ int xread(int fd, void *p, size_t len);
 /* Exchange endpoint names over the pipes: ours out, the peer's in. */
 int swap_names(struct node *n, int in, int out, uint8_t *peer, size_t *plen);
 
+/* ibft_rdm.c: send len bytes from a to b, checking data, tag and source
+ * (to_b: b in a's AV; from_a: a in b's). */
+int pingpong_one(struct node *a, fi_addr_t to_b, struct node *b,
+		 fi_addr_t from_a, size_t len, int tagged, uint8_t *sbuf,
+		 uint8_t *rbuf, unsigned seed);
+
+/* ibft_rdm_procs.c: tests with threads or other processes, and the roles
+ * the child processes play. */
+void test_threads(void);
+void test_simultaneous(void);
+void test_dead_peer(void);
+void test_shared_av(void);
+int simul_side(int in, int out, int idx);
+void victim_side(int in, int out);
+int shared_av_child(void);
+
 #endif

@@ -336,6 +336,22 @@ extern struct fi_ops_msg ibf_rdm_msg_ops;
 extern struct fi_ops_tagged ibf_rdm_tagged_ops;
 void ibf_rdm_release(struct ibf_op *op);
 ssize_t ibf_rdm_cancel(struct ibf_rdm_ep *ep, void *context);
+void ibf_rdm_unregister(struct ibf_rdm_op *op);
+size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count);
+
+/* ibf_rdm_rndv.c: rendezvous (ep->lock held) */
+/* Register a large send's buffers and build its RTS in op->mem. */
+int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		      const struct iovec *iov, size_t count, size_t len);
+/* Receive r matched the RTS in bounce b: read the message into r. */
+void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+			struct ibf_rdm_op *b);
+void ibf_rdm_on_read(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+		     const struct ibv_wc *wc);
+/* A FIN arrived in bounce b: its send completes. */
+void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+/* Drop a held message (FI_DISCARD): an RTS still gets its FIN. */
+void ibf_rdm_discard(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
 /* Post what waited in conn->stalled while conn has slots (ep->lock held). */
 void ibf_rdm_unstall(struct ibf_rdm_conn *conn);
 void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep);

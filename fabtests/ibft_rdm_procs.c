@@ -1,0 +1,350 @@
+/*
+ * FI_EP_RDM tests with threads or second processes (run by ibft_rdm):
+ * thread safety, simultaneous connects, a peer killed mid-run, a shared
+ * AV.  Second processes are ibft_rdm again (IBFT_RDM_CHILD says the role).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ibft_rdm_node.h"
+
+/*
+ * FI_SHARED_AV: a named AV one process fills, another opens FI_READ and
+ * sends with (the child sends to the first address, found at map_addr).
+ */
+int shared_av_child(void)
+{
+	const char *name = getenv("IBFT_AV_NAME");
+	uint8_t m[32] = "through a shared AV";
+	struct node *n;
+	struct comp c;
+	int ok;
+
+	want_av_name = name;
+	want_av_flags = FI_READ;
+	n = node_open(0, FI_MSG | FI_SHARED_AV, 0);
+	ok = n && n->av_map &&
+	     !POST(fi_send(n->ep, m, sizeof(m), NULL, n->av_map[0], m)) &&
+	     !wait_comp(n, &c, WAIT_MS) && !c.err;
+	close_all();
+	return ok ? 0 : 1;
+}
+
+void test_shared_av(void)
+{
+	struct fi_av_attr attr = { .type = FI_AV_TABLE, .count = 16 };
+	struct fid_av *av = NULL;
+	struct child ch;
+	struct node *b;
+	uint8_t r[32] = "";
+	fi_addr_t fa;
+	struct comp c;
+	char name[64];
+	int ok, st;
+	struct fi_info *h = rdm_hints(FI_MSG | FI_SHARED_AV), *info = NULL;
+
+	ok = !fi_getinfo(FI_VERSION(1, 17), ibft_opts.src, NULL, FI_SOURCE, h, &info);
+	fi_freeinfo(h);
+	fi_freeinfo(info);
+	if (!ok) {
+		printf("skip - rdm-shared-av [%s]: no FI_SHARED_AV offered\n",
+		       ibft_opts.prov);
+		return;
+	}
+	b = node_open(1, FI_MSG | FI_SHARED_AV, 0);
+	if (!b)
+		goto out;
+	snprintf(name, sizeof(name), "ibft-rdm-%d", (int)getpid());
+	attr.name = name;
+	ok = !fi_av_open(b->domain, &attr, &av, NULL) &&
+	     fi_av_insert(av, b->name, 1, &fa, 0, NULL) == 1;
+	if (!IBFT_CHECK(ok, "rdm-shared-av-open", "a named AV could not be made"))
+		goto out;
+	ok = !fi_recv(b->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, r);
+	setenv("IBFT_AV_NAME", name, 1);
+	ok = ok && !spawn(&ch, "sharedav");
+	ok = ok && !wait_comp(b, &c, WAIT_MS) && !c.err &&
+	     !strcmp((char *)r, "through a shared AV");
+	close(ch.to);
+	close(ch.from);
+	waitpid(ch.pid, &st, 0);
+	IBFT_CHECK(ok && WIFEXITED(st) && !WEXITSTATUS(st), "rdm-shared-av",
+		   "the child's message did not arrive (child exit %d)",
+		   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+out:
+	if (av)
+		fi_close(&av->fid);
+	close_all();
+}
+
+/*
+ * FI_THREAD_SAFE: threads post receives, send and read CQs on the same two
+ * endpoints at once; every message arrives once, intact.
+ */
+enum { THREADS = 4, PER_THREAD = 64, TLEN = 64 };	/* receives fit rx_size */
+
+struct thr {
+	struct node *a, *b;
+	int id;
+	uint8_t (*rbuf)[TLEN];
+	int *seen;		/* [THREADS * PER_THREAD], under lock */
+	pthread_mutex_t *lock;
+	int *received;		/* total, under lock */
+	int bad;
+};
+
+static void *thr_recv_post(void *arg)
+{
+	struct thr *t = arg;
+	int i, k;
+
+	for (i = 0; i < PER_THREAD; i++) {
+		k = t->id * PER_THREAD + i;
+		while (fi_trecv(t->b->ep, t->rbuf[k], TLEN, NULL, FI_ADDR_UNSPEC,
+				0, ~0ULL, t->rbuf[k]) == -FI_EAGAIN)
+			;
+	}
+	return NULL;
+}
+
+static void *thr_send(void *arg)
+{
+	struct thr *t = arg;
+	struct fi_cq_tagged_entry e[8];
+	uint8_t m[TLEN];
+	long end = now_ms() + WAIT_MS;
+	int i;
+	ssize_t ret;
+
+	for (i = 0; i < PER_THREAD; i++) {
+		ibft_fill(m, TLEN, t->id * PER_THREAD + i);
+		while ((ret = fi_tinject(t->a->ep, m, TLEN, t->a->peer[1],
+					 (uint64_t)(t->id * PER_THREAD + i))) == -FI_EAGAIN &&
+		       now_ms() < end)
+			fi_cq_read(t->a->cq, e, 8);	/* frees send slots */
+		t->bad |= ret != 0;
+	}
+	return NULL;
+}
+
+static void *thr_reap(void *arg)
+{
+	struct thr *t = arg;
+	struct fi_cq_tagged_entry e[8];
+	struct fi_cq_err_entry err;
+	long end = now_ms() + WAIT_MS * 2;
+	uint8_t *buf;
+	ssize_t n, i;
+	int done = 0, k;
+
+	while (!done && now_ms() < end) {
+		fi_cq_read(t->a->cq, e, 8);
+		n = fi_cq_read(t->b->cq, e, 8);
+		if (n == -FI_EAVAIL) {
+			fi_cq_readerr(t->b->cq, &err, 0);
+			t->bad = 1;
+		}
+		pthread_mutex_lock(t->lock);
+		for (i = 0; i < n; i++) {
+			k = (int)e[i].tag;
+			buf = e[i].op_context;
+			if (k < 0 || k >= THREADS * PER_THREAD || t->seen[k]++ ||
+			    e[i].len != TLEN || !ibft_verify(buf, TLEN, k))
+				t->bad = 1;
+			(*t->received)++;
+		}
+		done = *t->received == THREADS * PER_THREAD;
+		pthread_mutex_unlock(t->lock);
+	}
+	t->bad |= !done;
+	return NULL;
+}
+
+static int run_threads(void *(*fn)(void *), struct thr *t)
+{
+	pthread_t th[THREADS];
+	int i, bad = 0;
+
+	for (i = 0; i < THREADS; i++)
+		pthread_create(&th[i], NULL, fn, &t[i]);
+	for (i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		bad |= t[i].bad;
+	}
+	return bad;
+}
+
+void test_threads(void)
+{
+	static uint8_t rbuf[THREADS * PER_THREAD][TLEN];
+	static int seen[THREADS * PER_THREAD];
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct thr t[THREADS];
+	struct node *ns[2];
+	int i, received = 0, bad;
+
+	want_threading = FI_THREAD_SAFE;
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	want_threading = FI_THREAD_DOMAIN;
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	memset(seen, 0, sizeof(seen));
+	for (i = 0; i < THREADS; i++)
+		t[i] = (struct thr){ ns[0], ns[1], i, rbuf, seen, &lock, &received, 0 };
+	bad = run_threads(thr_recv_post, t);
+	/* Senders and reapers at once: a thread each, sharing both CQs. */
+	{
+		pthread_t snd[THREADS];
+
+		for (i = 0; i < THREADS; i++)
+			pthread_create(&snd[i], NULL, thr_send, &t[i]);
+		bad |= run_threads(thr_reap, t);
+		for (i = 0; i < THREADS; i++)
+			pthread_join(snd[i], NULL);
+	}
+	for (i = 0; i < THREADS; i++)
+		bad |= t[i].bad;
+	IBFT_CHECK(!bad && received == THREADS * PER_THREAD, "rdm-thread-safe",
+		   "%d of %d messages, some wrong or doubled: %s", received,
+		   THREADS * PER_THREAD, bad ? "yes" : "no");
+out:
+	close_all();
+}
+
+/*
+ * Both sides send first, at the same moment, to a peer not yet connected:
+ * each ends with its message received and its send complete.  The same
+ * protocol runs in the parent (idx 0) and the child (idx 1).
+ */
+int simul_side(int in, int out, int idx)
+{
+	struct node *n = node_open(idx, FI_TAGGED, 0);
+	uint8_t peer[64], m[64] = "hello", r[64];
+	size_t plen;
+	struct comp c = { 0 };
+	char x;
+	int ok;
+
+	ok = n && !swap_names(n, in, out, peer, &plen) &&
+	     fi_av_insert(n->av, peer, 1, &n->peer[1], 0, NULL) == 1;
+	ok = ok && !fi_trecv(n->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 3, 0, r);
+	ok = ok && !xwrite(out, "r", 1) && !xread(in, &x, 1);
+	ok = ok && !POST(fi_tsend(n->ep, m, sizeof(m), NULL, n->peer[1], 3, m));
+	ok = ok && !wait_comp(n, &c, WAIT_MS) && !c.err &&
+	     !wait_comp(n, &c, WAIT_MS) && !c.err && !memcmp(r, "hello", 6);
+	/* Close only once the other side is done too. */
+	xwrite(out, "d", 1);
+	xread(in, &x, 1);
+	close_all();
+	return ok;
+}
+
+void test_simultaneous(void)
+{
+	struct child ch;
+	int i, ok = 1, st;
+
+	for (i = 0; ok && i < 3; i++) {
+		if (spawn(&ch, "simul"))
+			return (void)IBFT_CHECK(0, "rdm-simultaneous-connect", "fork");
+		ok = simul_side(ch.from, ch.to, 0);
+		close(ch.to);
+		close(ch.from);
+		waitpid(ch.pid, &st, 0);
+		ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	IBFT_CHECK(ok, "rdm-simultaneous-connect", "a side did not get its "
+		   "message (round %d)", i);
+}
+
+/* The child: an endpoint that answers one message, then waits to die. */
+void victim_side(int in, int out)
+{
+	struct node *n = node_open(1, FI_TAGGED, 0);
+	uint8_t peer[64], r[64];
+	size_t plen;
+	struct comp c = { 0 };
+	char x;
+
+	if (!n || swap_names(n, in, out, peer, &plen) ||
+	    fi_av_insert(n->av, peer, 1, &n->peer[0], 0, NULL) != 1)
+		_exit(1);
+	fi_trecv(n->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 1, 0, r);
+	while (wait_comp(n, &c, WAIT_MS))
+		;
+	POST(fi_tsend(n->ep, r, sizeof(r), NULL, n->peer[0], 2, r));
+	wait_comp(n, &c, WAIT_MS);
+	xwrite(out, "k", 1);
+	for (;;)	/* killed here, endpoint open, without a word */
+		read(in, &x, 1) > 0 ? (void)0 : pause();
+}
+
+void test_dead_peer(void)
+{
+	struct child ch;
+	struct node *a, *ns[2];
+	size_t plen, big = IBFT_MIN(ibft_opts.max_size, 1 << 20);
+	uint8_t peer[64], m[64] = "ping", r[64], *s = xbuf(big);
+	fi_addr_t victim;
+	struct comp c = { 0 };
+	int ok, errs = 0, nctx = 0, i, st, rxm;
+	char x;
+
+	/* The child first: it must not inherit our open endpoint. */
+	if (spawn(&ch, "victim") || !(a = node_open(0, FI_TAGGED, 0))) {
+		free(s);
+		close_all();
+		return;
+	}
+	ok = !swap_names(a, ch.from, ch.to, peer, &plen) &&
+	     fi_av_insert(a->av, peer, 1, &victim, 0, NULL) == 1;
+	ok = ok && !fi_trecv(a->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 2, 0, r);
+	ok = ok && !POST(fi_tsend(a->ep, m, sizeof(m), NULL, victim, 1, m));
+	ok = ok && !wait_comp(a, &c, WAIT_MS) && !c.err &&
+	     !wait_comp(a, &c, WAIT_MS) && !c.err;
+	ok = ok && !xread(ch.from, &x, 1);
+	IBFT_CHECK(ok, "rdm-dead-peer-before", "no exchange with the child");
+	/* A rendezvous send the child never reads, then the child dies. */
+	ok = ok && !POST(fi_tsend(a->ep, s, big, NULL, victim, 5, s));
+	kill(ch.pid, SIGKILL);
+	waitpid(ch.pid, &st, 0);
+	/* And sends after its death. */
+	for (i = 0; ok && i < 3; i++) {
+		ssize_t ret = POST(fi_tsend(a->ep, m, sizeof(m), NULL, victim, 6, m + i + 1));
+
+		nctx += ret == 0;
+	}
+	/* Every accepted operation completes, in error, with its context. */
+	rxm = ibft_deviates("verbs;ofi_rxm", "rdm-dead-peer-errors", "a rendezvous "
+			    "send to a peer that died completes without error");
+	for (i = 0; ok && i < 1 + nctx; i++) {
+		if (wait_comp(a, &c, rxm ? 5000 : 60000)) {
+			ok = 0;
+			break;
+		}
+		errs += c.err != 0 && c.e.op_context != NULL;
+		if (getenv("IBFT_VERBOSE"))
+			printf("# dead peer: completion err %d context %p\n", c.err,
+			       c.e.op_context);
+	}
+	if (!rxm)
+		IBFT_CHECK(ok && errs == 1 + nctx, "rdm-dead-peer-errors", "%d of %d "
+			   "operations completed in error with a context", errs,
+			   1 + nctx);
+	/* The endpoint still works with everyone else. */
+	ns[0] = a;
+	ns[1] = node_open(1, FI_TAGGED | FI_SOURCE, 0);
+	ok = ns[1] && !insert_all(ns, 2);
+	ok = ok && !pingpong_one(a, a->peer[1], ns[1], ns[1]->peer[0], 4096, 1,
+				 s, s + 8192, 3);
+	IBFT_CHECK(ok, "rdm-dead-peer-survivor", "the endpoint no longer works");
+	close(ch.to);
+	close(ch.from);
+	free(s);
+	close_all();
+}

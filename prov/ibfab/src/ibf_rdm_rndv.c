@@ -1,0 +1,300 @@
+/*
+ * RDM rendezvous: messages above the eager size (see ibf_rdm.h).
+ *
+ * The sender registers its buffers and sends an RTS naming them; the
+ * receiver, once a receive matches, registers that buffer (unless the
+ * caller gave a descriptor), reads the message into it with RDMA READ in
+ * pieces of the port's max_msg_sz, at most IBF_RDM_READS at a time, and
+ * answers with a FIN from the bounce that held the RTS, which completes
+ * the send.  Reads and FINs that find their connection's send queue full
+ * wait in its stalled list (ibf_rdm_unstall goes on when slots return).
+ * Called with ep->lock held.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf_rdm.h"
+
+#define IBF_HDR sizeof(struct ibf_rdm_hdr)
+
+/* Register the sender's buffers for the peer to read; fill the RTS. */
+int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			     const struct iovec *iov, size_t count, size_t len)
+{
+	struct ibf_rdm_hdr *hdr = (void *)op->mem;
+	struct ibf_rdm_rts *rts = (void *)(op->mem + IBF_HDR);
+	struct ibv_mr *mr;
+	size_t i;
+
+	hdr->type = IBF_RDM_RTS;
+	rts->len = len;
+	rts->cookie = (uint32_t)(op - ep->ops);
+	rts->nseg = 0;
+	for (i = 0; i < count; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		mr = ibv_reg_mr(ep->domain->pd, iov[i].iov_base, iov[i].iov_len,
+				IBV_ACCESS_REMOTE_READ);
+		if (!mr) {
+			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "registering "
+				       "a %zu-byte send buffer: %s\n",
+				       iov[i].iov_len, strerror(errno));
+			ibf_rdm_unregister(op);
+			return errno == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(errno);
+		}
+		op->mr[op->nmr++] = mr;
+		rts->seg[rts->nseg].addr = (uintptr_t)iov[i].iov_base;
+		rts->seg[rts->nseg].len = iov[i].iov_len;
+		rts->seg[rts->nseg].rkey = mr->rkey;
+		rts->nseg++;
+	}
+	op->wire_len = IBF_HDR + sizeof(*rts);
+	return 0;
+}
+
+/* Post the FIN built in bounce b; a full send queue parks it. */
+static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	struct ibf_rdm_conn *conn = b->conn;
+	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)b->mem,
+		.length = IBF_HDR + sizeof(struct ibf_rdm_fin),
+		.lkey = ep->mem_mr->lkey,
+	};
+	int ret = -FI_ENOTCONN;
+
+	if (id && id->qp)
+		ret = ibf_rdm_post_send(conn, b, &sge, 1,
+					sge.length <= ep->max_inline);
+	if (ret == -FI_EAGAIN) {
+		ibf_rdm_stall(conn, b);
+	} else if (ret) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot answer a "
+			       "rendezvous: %s\n", fi_strerror(-ret));
+		ibf_rdm_bounce_post(ep, b);
+	}
+}
+
+/* Answer an RTS held in bounce b; b goes back to the SRQ after. */
+static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			     int status)
+{
+	struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_HDR);
+	struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_HDR);
+	struct ibf_rdm_hdr *hdr = (void *)b->mem;
+	uint32_t cookie = rts->cookie;
+
+	hdr->type = IBF_RDM_FIN;
+	hdr->flags = 0;
+	fin->cookie = cookie;
+	fin->status = status;
+	b->state = IBF_RDM_BOUNCE_FIN;
+	ibf_rdm_fin_post(ep, b);
+}
+
+/* Drop a held message (FI_DISCARD): an RTS still gets its FIN. */
+void ibf_rdm_discard(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	if (((struct ibf_rdm_hdr *)b->mem)->type == IBF_RDM_RTS)
+		ibf_rdm_fin_send(ep, b, 0);
+	else
+		ibf_rdm_bounce_post(ep, b);
+}
+
+/* The lkey of a receive buffer: the caller's MR, or one made now. */
+static int ibf_rdm_rx_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+			   size_t i, uint32_t *lkey)
+{
+	struct ibv_mr *mr;
+
+	if (r->desc[i] && !ibf_desc_lkey(r->desc[i], lkey))
+		return 0;
+	mr = ibv_reg_mr(ep->domain->pd, r->iov[i].iov_base, r->iov[i].iov_len,
+			IBV_ACCESS_LOCAL_WRITE);
+	if (!mr) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "registering a %zu-byte "
+			       "receive buffer: %s\n", r->iov[i].iov_len,
+			       strerror(errno));
+		return ibf_errno_to_fi(errno);
+	}
+	r->mr[r->nmr++] = mr;
+	*lkey = mr->lkey;
+	return 0;
+}
+
+/*
+ * Post the next read of the message an RTS announces into r: at most
+ * max_read bytes of one of the sender's segments, scattered over r's iovs
+ * from where the last read stopped.  0, or -FI_E* if it cannot be posted.
+ */
+static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+{
+	const struct ibf_rdm_rts *rts = (void *)(r->bounce->mem + IBF_HDR);
+	struct rdma_cm_id *id = __atomic_load_n(&r->bounce->conn->id,
+						__ATOMIC_ACQUIRE);
+	const struct ibf_rdm_seg *seg;
+	struct ibv_sge sge[IBF_RDM_IOV];
+	struct ibv_send_wr wr, *bad;
+	size_t n, chunk;
+	int nsge = 0, ret;
+
+	if (!id || !id->qp)
+		return -FI_ENOTCONN;
+	if (!ibf_rdm_credit_take(r->bounce->conn))
+		return -FI_EAGAIN;
+	while (r->rd_seg < rts->nseg && r->rd_soff == rts->seg[r->rd_seg].len) {
+		r->rd_seg++;
+		r->rd_soff = 0;
+	}
+	if (r->rd_seg >= rts->nseg) {
+		__atomic_add_fetch(&r->bounce->conn->credits, 1, __ATOMIC_RELEASE);
+		return -FI_EIO;	/* the segments hold less than the length */
+	}
+	seg = &rts->seg[r->rd_seg];
+	chunk = IBF_MIN(IBF_MIN(seg->len - r->rd_soff, (uint64_t)ep->max_read),
+			r->rd_left);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uintptr_t)&r->op;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = sge;
+	wr.wr.rdma.remote_addr = seg->addr + r->rd_soff;
+	wr.wr.rdma.rkey = seg->rkey;
+	r->rd_soff += chunk;
+	r->rd_left -= chunk;
+	while (chunk && nsge < IBF_RDM_IOV) {
+		while (r->rd_iov < r->count - 1 &&
+		       r->rd_ioff == r->iov[r->rd_iov].iov_len) {
+			r->rd_iov++;
+			r->rd_ioff = 0;
+		}
+		n = IBF_MIN(chunk, r->iov[r->rd_iov].iov_len - r->rd_ioff);
+		sge[nsge].addr = (uintptr_t)r->iov[r->rd_iov].iov_base + r->rd_ioff;
+		sge[nsge].length = (uint32_t)n;
+		sge[nsge].lkey = r->lkey[r->rd_iov];
+		nsge++;
+		r->rd_ioff += n;
+		chunk -= n;
+	}
+	wr.num_sge = nsge;
+	r->post_conn = r->bounce->conn;
+	r->post_epoch = r->post_conn->epoch;
+	__atomic_add_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
+	ret = ibv_post_send(id->qp, &wr, &bad);
+	if (ret) {
+		__atomic_sub_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&r->post_conn->credits, 1, __ATOMIC_RELEASE);
+		return ibf_errno_to_fi(ret);
+	}
+	r->reads_left++;
+	return 0;
+}
+
+/* The rendezvous into r is over (read, failed or empty): FIN, complete. */
+static void ibf_rdm_read_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+{
+	ibf_rdm_fin_send(ep, r->bounce, r->read_err);
+	ibf_rdm_complete(r, r->read_err ? r->read_err :
+			 (r->op.olen ? -FI_ETRUNC : 0));
+}
+
+/*
+ * Keep up to IBF_RDM_READS reads in flight into r while bytes are left;
+ * park r when its connection's send queue is full (ibf_rdm_unstall goes
+ * on); finish once nothing is left in flight.
+ */
+static void ibf_rdm_read_more(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+{
+	int ret;
+
+	while (!r->stalled && !r->read_err && r->rd_left &&
+	       r->reads_left < IBF_RDM_READS) {
+		ret = ibf_rdm_read_next(ep, r);
+		if (ret == -FI_EAGAIN)
+			ibf_rdm_stall(r->bounce->conn, r);
+		else if (ret)
+			r->read_err = ret;
+	}
+	if (!r->stalled && !r->reads_left)
+		ibf_rdm_read_done(ep, r);
+}
+
+void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+			       struct ibf_rdm_op *b)
+{
+	const struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_HDR);
+	size_t cap = ibf_rdm_iov_len(r->iov, r->count), i;
+	size_t want = IBF_MIN(rts->len, cap);
+	int ret = 0;
+
+	r->op.len = want;
+	r->op.olen = rts->len - want;
+	r->bounce = b;
+	r->read_err = 0;
+	r->reads_left = 0;
+	r->rd_seg = 0;
+	r->rd_soff = 0;
+	r->rd_iov = 0;
+	r->rd_ioff = 0;
+	r->rd_left = want;
+	b->state = IBF_RDM_BOUNCE_HELD;
+	r->state = IBF_RDM_RX_READ;
+	for (i = 0; want && !ret && i < r->count; i++)
+		if (r->iov[i].iov_len)
+			ret = ibf_rdm_rx_lkey(ep, r, i, &r->lkey[i]);
+	r->read_err = ret;
+	ibf_rdm_read_more(ep, r);
+}
+
+/* One read into r has completed (or failed): the next, or the end. */
+void ibf_rdm_on_read(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+			    const struct ibv_wc *wc)
+{
+	r->reads_left--;
+	if (wc->status != IBV_WC_SUCCESS && !r->read_err)
+		r->read_err = -ibf_wc_status_to_fi(wc->status);
+	ibf_rdm_read_more(ep, r);
+}
+
+void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_op *op;
+
+	while ((op = conn->stalled_head) &&
+	       (!conn->id || __atomic_load_n(&conn->credits, __ATOMIC_ACQUIRE) > 0)) {
+		conn->stalled_head = op->next;
+		if (!conn->stalled_head)
+			conn->stalled_tail = NULL;
+		op->stalled = 0;
+		if (op->is_bounce)
+			ibf_rdm_fin_post(ep, op);	/* may park it again */
+		else
+			ibf_rdm_read_more(ep, op);
+		if (op->stalled)
+			break;		/* no slot after all: in order, later */
+	}
+}
+
+/* A FIN: the peer has read our rendezvous send. */
+void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	const struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_HDR);
+	struct ibf_rdm_op *op;
+
+	if (fin->cookie < ep->ntx && ep->ops[fin->cookie].state == IBF_RDM_TX_RTS) {
+		op = &ep->ops[fin->cookie];
+		if (fin->status)
+			op->read_err = fin->status;
+		if (--op->reads_left == 0)
+			ibf_rdm_complete(op, op->read_err);
+	} else {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a FIN for no "
+			       "rendezvous send: ignored\n");
+	}
+	ibf_rdm_bounce_post(ep, b);
+}
