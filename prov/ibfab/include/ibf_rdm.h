@@ -290,7 +290,6 @@ struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep);
 void ibf_rdm_list_append(struct ibf_rdm_list *l, struct ibf_rdm_op *op);
 void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op);
 int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
-uint8_t *ibf_rdm_op_mem(struct ibf_rdm_op *op);
 
 /* ibf_rdm_cm.c */
 int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info);

@@ -233,7 +233,7 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 	uint64_t clear;
 	int polled;
 
-	if (unlikely(cq->nrdm))
+	if (cq->nrdm)	/* the common case where RDM endpoints are used */
 		ibf_cq_progress_rdm(cq);
 	if (unlikely(cq->waiting))
 		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);

@@ -122,11 +122,6 @@ static int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep)
 	return 0;
 }
 
-uint8_t *ibf_rdm_op_mem(struct ibf_rdm_op *op)
-{
-	return op->mem;
-}
-
 /* ---- AV: fi_addrs that go away ---- */
 
 static void ibf_rdm_av_attach(struct ibf_rdm_ep *ep)
