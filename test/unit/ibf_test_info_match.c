@@ -217,6 +217,15 @@ Test(info, refuses_wrong_addr_format)
 	refused(h, "addr_format");
 }
 
+Test(info, any_sockaddr_format_matches)
+{
+	struct fi_info *h = msg_hints();
+
+	h->addr_format = FI_SOCKADDR;
+	cr_assert_eq(match(h), 0, "%s", why);
+	fi_freeinfo(h);
+}
+
 Test(info, cq_data_needs_rx_cq_data_mode)
 {
 	struct fi_info *h = msg_hints();

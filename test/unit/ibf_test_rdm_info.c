@@ -195,3 +195,77 @@ Test(name, refuses_what_names_no_endpoint)
 	inet_pton(AF_INET6, "fd00::1", &s6.sin6_addr);
 	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&s6, sizeof(sin)), -FI_EINVAL);
 }
+
+/*
+ * fi_getinfo(3): tx_attr->caps holds transmit capabilities only, rx_attr's
+ * receive ones only, both within info->caps; domain capabilities such as
+ * FI_LOCAL_COMM live in info->caps and domain_attr.  Checked for both
+ * templates, as offered and as narrowed for each primary capability.
+ */
+#define TX_ONLY (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_SEND | \
+		 FI_READ | FI_WRITE | FI_FENCE | FI_TRIGGER)
+#define RX_ONLY (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_RECV | \
+		 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | \
+		 FI_SOURCE | FI_MULTI_RECV | FI_RMA_EVENT | FI_TRIGGER)
+
+static void assert_direction_caps(const struct fi_info *info, uint64_t asked)
+{
+	cr_assert_eq(info->tx_attr->caps & ~TX_ONLY, 0,
+		     "tx caps %#llx beyond transmit caps (asked %#llx)",
+		     (unsigned long long)info->tx_attr->caps,
+		     (unsigned long long)asked);
+	cr_assert_eq(info->rx_attr->caps & ~RX_ONLY, 0,
+		     "rx caps %#llx beyond receive caps (asked %#llx)",
+		     (unsigned long long)info->rx_attr->caps,
+		     (unsigned long long)asked);
+	cr_assert_eq(info->tx_attr->caps & ~info->caps, 0);
+	cr_assert_eq(info->rx_attr->caps & ~info->caps, 0);
+}
+
+Test(rdm, direction_caps_hold_only_their_direction)
+{
+	static const uint64_t asks[] = {
+		0, FI_MSG, FI_TAGGED, FI_MSG | FI_TAGGED, FI_DIRECTED_RECV,
+		FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV,
+		FI_MSG | FI_MULTI_RECV | FI_SOURCE,
+	};
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct fi_info *msg;
+	size_t i;
+
+	inet_pton(AF_INET, "198.18.0.1", &sin.sin_addr);
+	msg = ibf_info_template(&lim, (struct sockaddr *)&sin);
+	assert_direction_caps(tmpl, 0);
+	assert_direction_caps(msg, 0);
+	for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+		struct fi_info *t[2] = { fi_dupinfo(tmpl), fi_dupinfo(msg) };
+		struct fi_info *h = fi_allocinfo();
+		int k;
+
+		h->caps = asks[i];
+		h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
+					  FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+		h->mode = FI_RX_CQ_DATA | FI_CONTEXT;
+		for (k = 0; k < 2; k++) {
+			if (!ibf_info_match(t[k], FI_VERSION(1, 17), h, why,
+					    sizeof(why))) {
+				ibf_info_narrow(t[k], FI_VERSION(1, 17), h);
+				assert_direction_caps(t[k], asks[i]);
+			}
+			fi_freeinfo(t[k]);
+		}
+		fi_freeinfo(h);
+	}
+	fi_freeinfo(msg);
+}
+
+/* Applications that copy info->caps into the attributes still match. */
+Test(rdm, domain_caps_in_direction_hints_tolerated)
+{
+	struct fi_info *h = ompi_hints();
+
+	h->tx_attr->caps = h->caps & ~FI_DIRECTED_RECV;
+	h->rx_attr->caps = h->caps;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "%s", why);
+	fi_freeinfo(h);
+}

@@ -17,9 +17,9 @@
 #include "ibf.h"
 
 #define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_SEND | FI_READ | \
-		     FI_WRITE | IBF_DOMAIN_CAPS)
+		     FI_WRITE)
 #define IBF_RX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_RECV | FI_REMOTE_READ | \
-		     FI_REMOTE_WRITE | IBF_MSG_SECONDARY_CAPS)
+		     FI_REMOTE_WRITE | FI_MULTI_RECV)
 
 struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 				  const struct sockaddr *src)
@@ -88,9 +88,9 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 	return info;
 }
 
-#define IBF_RDM_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | IBF_DOMAIN_CAPS)
+#define IBF_RDM_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
 #define IBF_RDM_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | \
-			 FI_SOURCE | FI_MULTI_RECV | IBF_DOMAIN_CAPS)
+			 FI_SOURCE | FI_MULTI_RECV)
 /* Given only to those who ask: they change what receives match. */
 #define IBF_RDM_ASKED_CAPS (FI_DIRECTED_RECV | FI_SOURCE)
 
@@ -112,7 +112,8 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 
 	if (!info)
 		return NULL;
-	info->caps = IBF_RDM_TX_CAPS | IBF_RDM_RX_CAPS | FI_SHARED_AV;
+	info->caps = IBF_RDM_TX_CAPS | IBF_RDM_RX_CAPS | IBF_DOMAIN_CAPS |
+		     FI_SHARED_AV;
 	info->mode = 0;
 	info->domain_attr->caps |= FI_SHARED_AV;
 	info->tx_attr->caps = IBF_RDM_TX_CAPS;
@@ -235,7 +236,7 @@ static int ibf_match_domain(const struct fi_info *tmpl, uint32_t version,
 		return ibf_nomatch(why, why_len, "domain name %s is not %s", h->name, t->name);
 	if (h->caps & ~t->caps)
 		return ibf_nomatch(why, why_len, "domain caps %#llx not supported",
-			    (unsigned long long)(h->caps & ~t->caps));
+			    (unsigned long long)(h->caps & ~(t->caps | IBF_DOMAIN_CAPS)));
 	if (h->cq_data_size > t->cq_data_size)
 		return ibf_nomatch(why, why_len, "cq_data_size %zu exceeds %zu", h->cq_data_size,
 			    t->cq_data_size);
@@ -259,9 +260,10 @@ static int ibf_match_domain(const struct fi_info *tmpl, uint32_t version,
 static int ibf_match_tx(const struct fi_tx_attr *t, const struct fi_tx_attr *h,
 			char *why, size_t why_len)
 {
-	if (h->caps & ~t->caps)
+	/* Domain caps belong to info->caps; tolerate them here too. */
+	if (h->caps & ~(t->caps | IBF_DOMAIN_CAPS))
 		return ibf_nomatch(why, why_len, "tx caps %#llx not supported",
-			    (unsigned long long)(h->caps & ~t->caps));
+			    (unsigned long long)(h->caps & ~(t->caps | IBF_DOMAIN_CAPS)));
 	if (h->op_flags & ~IBF_TX_OP_FLAGS)
 		return ibf_nomatch(why, why_len, "tx op_flags %#llx not supported",
 			    (unsigned long long)(h->op_flags & ~IBF_TX_OP_FLAGS));
@@ -288,9 +290,9 @@ static int ibf_match_tx(const struct fi_tx_attr *t, const struct fi_tx_attr *h,
 static int ibf_match_rx(const struct fi_rx_attr *t, const struct fi_rx_attr *h,
 			char *why, size_t why_len)
 {
-	if (h->caps & ~t->caps)
+	if (h->caps & ~(t->caps | IBF_DOMAIN_CAPS))
 		return ibf_nomatch(why, why_len, "rx caps %#llx not supported",
-			    (unsigned long long)(h->caps & ~t->caps));
+			    (unsigned long long)(h->caps & ~(t->caps | IBF_DOMAIN_CAPS)));
 	if (h->op_flags & ~IBF_RX_OP_FLAGS)
 		return ibf_nomatch(why, why_len, "rx op_flags %#llx not supported",
 			    (unsigned long long)(h->op_flags & ~IBF_RX_OP_FLAGS));
@@ -332,7 +334,9 @@ int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
 	if (hints->caps & ~tmpl->caps)
 		return ibf_nomatch(why, why_len, "caps %#llx not supported",
 			    (unsigned long long)(hints->caps & ~tmpl->caps));
+	/* FI_SOCKADDR asks for any struct sockaddr: IPv4 and IPv6 both are. */
 	if (hints->addr_format != FI_FORMAT_UNSPEC &&
+	    hints->addr_format != FI_SOCKADDR &&
 	    hints->addr_format != tmpl->addr_format)
 		return ibf_nomatch(why, why_len, "addr_format %u: this address is %u",
 			    hints->addr_format, tmpl->addr_format);
