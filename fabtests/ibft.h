@@ -24,6 +24,9 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+/* The libfabric API version the programs ask for. */
+#define IBFT_VERSION FI_VERSION(1, 17)
+
 struct ibft_opts {
 	const char *prov;	/* -p */
 	const char *domains;	/* -D: comma-separated domains expected */

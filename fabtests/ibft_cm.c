@@ -117,6 +117,91 @@ static int same_host(const void *a, const char *host)
 	       !strcmp(inet_ntop(AF_INET, &sin->sin_addr, buf, sizeof(buf)), host);
 }
 
+static int same_name(const struct sockaddr_storage *a,
+		     const struct sockaddr_storage *b)
+{
+	const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+	return x->sin_family == y->sin_family && x->sin_port == y->sin_port &&
+	       x->sin_addr.s_addr == y->sin_addr.s_addr;
+}
+
+/*
+ * fi_endpoint(3): with info->handle a passive endpoint, the active endpoint
+ * takes that endpoint's address (fi_msg_sockets does this to connect from
+ * a chosen port).  The name stays through fi_enable.
+ */
+static void client_takes_pep_address(void)
+{
+	struct fi_info *hints = ibft_msg_hints_addr(), *src = NULL, *info = NULL;
+	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_FD };
+	struct sockaddr_storage want, got;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&want;
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_pep *pep = NULL;
+	struct fid_ep *ep = NULL;
+	struct fid_eq *eq = NULL;
+	size_t len = sizeof(want);
+	int ret;
+
+	/* Without -s (loopback) the client's own address is the server's. */
+	ret = fi_getinfo(IBFT_VERSION, ibft_opts.src ? ibft_opts.src : ibft_opts.dst,
+			 NULL, FI_SOURCE, hints, &src);
+	if (!ret)
+		ret = fi_fabric(src->fabric_attr, &fabric, NULL);
+	if (!ret)
+		ret = fi_eq_open(fabric, &eq_attr, &eq, NULL);
+	if (!ret)
+		ret = fi_passive_ep(fabric, src, &pep, NULL);
+	memset(&want, 0, sizeof(want));
+	if (!ret)
+		memcpy(&want, src->src_addr, src->src_addrlen);
+	sin->sin_port = htons((uint16_t)(atoi(ibft_opts.port) + 2000));
+	if (!ret)
+		ret = fi_setname(&pep->fid, &want, sizeof(*sin));
+	if (!IBFT_EXPECT(ret, 0, "pep-setname"))
+		goto out;
+	hints->handle = &pep->fid;
+	ret = fi_getinfo(IBFT_VERSION, ibft_opts.dst, ibft_opts.port, 0, hints, &info);
+	if (!ret)
+		ret = fi_domain(fabric, info, &domain, NULL);
+	if (!ret)
+		ret = fi_endpoint(domain, info, &ep, NULL);
+	if (!IBFT_EXPECT(ret, 0, "endpoint-from-pep"))
+		goto out;
+	ret = fi_getname(&ep->fid, &got, &len);
+	IBFT_CHECK(!ret && same_name(&got, &want), "endpoint-takes-pep-address",
+		   "the endpoint's port is %d, the passive endpoint's %d",
+		   ntohs(((struct sockaddr_in *)&got)->sin_port),
+		   ntohs(sin->sin_port));
+	fi_close(&pep->fid);
+	pep = NULL;
+	ret = fi_ep_bind(ep, &eq->fid, 0);
+	if (!ret)
+		ret = fi_enable(ep);
+	len = sizeof(got);
+	if (!ret)
+		ret = fi_getname(&ep->fid, &got, &len);
+	IBFT_CHECK(!ret && same_name(&got, &want), "endpoint-keeps-pep-address",
+		   "after fi_enable: %s", fi_strerror(-ret));
+out:
+	if (ep)
+		fi_close(&ep->fid);
+	if (pep)
+		fi_close(&pep->fid);
+	if (domain)
+		fi_close(&domain->fid);
+	if (eq)
+		fi_close(&eq->fid);
+	if (fabric)
+		fi_close(&fabric->fid);
+	hints->handle = NULL;
+	fi_freeinfo(hints);
+	fi_freeinfo(src);
+	fi_freeinfo(info);
+}
+
 static void client(void)
 {
 	struct fi_eq_err_entry err;
@@ -181,6 +266,7 @@ static void client(void)
 	ibft_close(&c);
 	IBFT_CHECK(ibft_count_fds() == fds0, "connect-rounds-no-fd-growth",
 		   "%d fds after round 2, %d at the end", fds0, ibft_count_fds());
+	client_takes_pep_address();
 }
 
 int main(int argc, char **argv)

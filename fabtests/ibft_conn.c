@@ -8,7 +8,6 @@
 
 #include "ibft.h"
 
-#define IBFT_VERSION FI_VERSION(1, 17)
 
 static void *sockaddr_of(const char *host, size_t *len)
 {

@@ -69,7 +69,7 @@ static void pingpong(struct ibft_conn *c)
 	struct ibft_buf sb, rb;
 	struct fi_cq_data_entry e;
 	size_t size;
-	int ok = 1;
+	int ok = 1, round = 0;
 	char name[64];
 
 	if (ibft_buf_alloc(c, &sb, max_size, FI_SEND) ||
@@ -82,7 +82,12 @@ static void pingpong(struct ibft_conn *c)
 
 		snprintf(name, sizeof(name), "pingpong-%zu", size);
 		memset(rb.ptr, 0, size);
-		ok = !fi_recv(c->srx ? c->srx : c->ep, rb.ptr, size, rb.desc, 0, &rb);
+		/*
+		 * With a shared receive context, every other receive is posted
+		 * through the bound endpoint: it goes to the shared queue.
+		 */
+		ok = !fi_recv(c->srx && (round++ & 1) ? c->srx : c->ep,
+			      rb.ptr, size, rb.desc, 0, &rb);
 		if (!ibft_opts.server) {
 			struct fi_cq_data_entry first;
 
@@ -205,6 +210,31 @@ static void rma(struct ibft_conn *c)
 	ibft_buf_free(&rbuf);
 }
 
+/* Injected writes the inject test sends in a burst: over the send queue. */
+static int inject_burst(const struct ibft_conn *c)
+{
+	return (int)c->info->tx_attr->size + 8;
+}
+
+/* Take count writes' remote CQ data, reposting receives as they go. */
+static int take_writedata(struct ibft_conn *c, int count)
+{
+	struct fi_cq_data_entry e;
+	int posted = 0, got = 0, window = (int)c->info->rx_attr->size / 2;
+
+	while (got < count) {
+		while (posted < count && posted - got < window) {
+			if (fi_recv(c->ep, NULL, 0, NULL, 0, NULL))
+				return 0;
+			posted++;
+		}
+		if (!cq_one(c, &e) || !(e.flags & FI_REMOTE_CQ_DATA))
+			return 0;
+		got++;
+	}
+	return 1;
+}
+
 static void inject(struct ibft_conn *c)
 {
 	size_t isz = c->info->tx_attr->inject_size, size;
@@ -238,6 +268,9 @@ static void inject(struct ibft_conn *c)
 		     cq_one(c, e) && (e[0].flags & FI_REMOTE_CQ_DATA) &&
 		     ibft_verify(region.ptr, isz, 77);
 		IBFT_CHECK(ok, "inject-write-delivered", "region not written");
+		ok = take_writedata(c, inject_burst(c) + 1);
+		IBFT_CHECK(ok, "inject-writedata-burst-delivered",
+			   "a write's remote CQ data is missing");
 	} else {
 		ok = !ibft_ctl_recv(c, &ctl, &r, sizeof(r));
 		for (size = 1; ok && size <= isz; size *= 4) {
@@ -257,6 +290,28 @@ static void inject(struct ibft_conn *c)
 			   "first completion has context %p", e[0].op_context);
 		usleep(100000);
 		IBFT_EXPECT(fi_cq_read(c->cq, e, 2), -FI_EAGAIN, "inject-cq-empty");
+		/*
+		 * Injected writes with data, more than half the send queue
+		 * (where a provider may signal one to reclaim slots), then
+		 * one with a context: only that one completes here.
+		 */
+		for (n = 0, ok = 1; ok && n < inject_burst(c); n++) {
+			ssize_t ret;
+
+			while ((ret = fi_inject_writedata(c->ep, small, 8, n, 0,
+							  r.addr, r.key)) == -FI_EAGAIN)
+				if (fi_cq_read(c->cq, e, 1) != -FI_EAGAIN)
+					ok = 0;	/* nothing may complete */
+			ok = ok && !ret;
+		}
+		ok = ok && !fi_writedata(c->ep, NULL, 0, NULL, 1, 0, r.addr, r.key, &r);
+		n = ibft_cq_wait(c, e, 1, use_fd, 30000);
+		IBFT_CHECK(ok && n == 1 && e[0].op_context == &r,
+			   "inject-writedata-burst-silent", "a completion with "
+			   "context %p came first", e[0].op_context);
+		usleep(100000);
+		IBFT_EXPECT(fi_cq_read(c->cq, e, 2), -FI_EAGAIN,
+			    "inject-writedata-burst-cq-empty");
 	}
 	ibft_buf_free(&ctl);
 	ibft_buf_free(&rb);
@@ -692,6 +747,10 @@ static void multirecv(struct ibft_conn *c)
 	struct ibft_buf b;
 	size_t min = MR_MIN;
 	int seen[MR_MSGS] = { 0 }, got = 0, bad = 0, released = 0, i;
+	/* fi_msg(3): a buffer is filled, message after message, before any
+	 * receive posted after it takes one. */
+	int active = 0, disorder = 0;
+	size_t fill[2] = { 0, 0 };
 
 	if (!(c->info->caps & FI_MULTI_RECV)) {
 		printf("skip - multirecv [%s]: FI_MULTI_RECV not offered\n",
@@ -723,9 +782,15 @@ static void multirecv(struct ibft_conn *c)
 				    idx >= MR_MSGS || seen[idx]++ ||
 				    !ibft_verify((uint8_t *)e.buf + 4, MR_SIZE - 4, idx))
 					bad++;
+				if (half != active || (uint8_t *)e.buf != lo + fill[half])
+					disorder++;
+				fill[half] += e.len;
 				got++;
 			}
 			if (e.flags & FI_MULTI_RECV) {
+				if (half == active)
+					active ^= 1;
+				fill[half] = 0;
 				released++;
 				if (post_multi(c, &b, half, ctx))
 					bad++;
@@ -735,6 +800,9 @@ static void multirecv(struct ibft_conn *c)
 			bad += seen[i] != 1;
 		IBFT_CHECK(got == MR_MSGS && !bad, "multirecv-every-message-once",
 			   "%d of %d messages, %d wrong", got, MR_MSGS, bad);
+		IBFT_CHECK(!disorder, "multirecv-buffer-filled-before-the-next",
+			   "%d messages landed elsewhere than the end of the "
+			   "buffer in use", disorder);
 		/* 8 messages of 1000 bytes fill 8 KiB past the 1 KiB minimum. */
 		IBFT_CHECK(released >= MR_MSGS / 8 - 1, "multirecv-buffers-released",
 			   "%d releases", released);

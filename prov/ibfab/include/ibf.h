@@ -66,6 +66,7 @@ struct ibf_params {
 	int min_rnr_timer;	/* IB encoding, 1..31 */
 	size_t eager_size;	/* RDM rendezvous threshold; tagged mode's limit */
 	size_t rdm_qp_depth;	/* send queue of each RDM queue pair */
+	size_t rdm_connect_ms;	/* RDM: how long a refused peer is retried */
 };
 extern struct ibf_params ibf_params;
 void ibf_params_define(void);
@@ -370,6 +371,7 @@ struct ibf_cq {
 	uint32_t soft_head, soft_tail, soft_size, soft_used;
 	struct ibf_lock soft_lock;	/* producers of soft completions */
 	int waiting;		/* fi_trywait passed; no read since (atomic) */
+	int signaled;		/* fi_cq_signal called, no sread woken (atomic) */
 	/*
 	 * RDM endpoints bound here: a read progresses each (ibf_rdm_progress).
 	 */
@@ -491,11 +493,20 @@ struct ibf_pep {
 	struct rdma_cm_id *id;
 	struct ibf_eq *eq;
 	struct fi_info *info;
+	int listening;
 };
 int ibf_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 		 struct fid_pep **pep, void *context);
 
+/* A passive endpoint's bound id for a new active endpoint, or NULL. */
+struct rdma_cm_id *ibf_pep_take_id(struct fid *handle);
 int ibf_getname(struct rdma_cm_id *id, void *addr, size_t *addrlen);
+/*
+ * A listener's port can be bound again while ids of an earlier owner
+ * linger (as SO_REUSEADDR lets a TCP server restart); two listeners on
+ * one address are still refused.
+ */
+void ibf_cm_reuse_addr(struct rdma_cm_id *id);
 int ibf_migrate_id(struct rdma_cm_id *id, struct ibf_eq *eq);
 
 /* ---- shared receive context (ibf_srx.c): an SRQ ---- */
@@ -512,6 +523,9 @@ struct ibf_srx {
 };
 int ibf_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr,
 		 struct fid_ep **rx_ep, void *context);
+/* A receive into the shared queue, posted there or through a bound endpoint. */
+ssize_t ibf_srx_post(struct ibf_srx *srx, const struct iovec *iov,
+		     void **desc, size_t count, void *context);
 
 /* ---- endpoint (FI_EP_MSG) ---- */
 #define IBF_MAX_SGE 32
@@ -554,6 +568,16 @@ struct ibf_ep {
 	uint64_t rx_op_flags;
 	int rx_selective;
 	size_t min_multi_recv;	/* FI_OPT_MIN_MULTI_RECV */
+	/*
+	 * FI_MULTI_RECV: messages fill a multi-receive buffer before any
+	 * receive posted after it.  The QP's receive queue cannot put the
+	 * buffer's rest back at its head, so while a buffer is in use
+	 * (rx_multi_busy) later receives wait here, in order, and are posted
+	 * when it is released (rx_lock; a FIFO of rx.size entries).
+	 */
+	struct ibf_rx_wait *rx_wait;
+	uint32_t rx_wait_first, rx_wait_count;
+	int rx_multi_busy;
 	int tag_mode;			/* opened with FI_TAGGED */
 	struct ibf_tagged *tagged;	/* its state, from fi_enable */
 };
@@ -577,6 +601,17 @@ ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context);
 void ibf_tagged_drop(struct ibf_op *op);
 extern struct fi_ops_msg ibf_tagged_msg_ops;
 extern struct fi_ops_tagged ibf_tagged_ops;
+
+/* A receive that waits for a multi-receive buffer's release. */
+struct ibf_rx_wait {
+	struct ibv_sge sge[IBF_MAX_SGE];
+	uint32_t count;
+	size_t len;
+	void *buf;
+	void *context;
+	int comp;
+	uint64_t flags;
+};
 
 /*
  * A multi-receive buffer has one verbs receive posted at a time, over its

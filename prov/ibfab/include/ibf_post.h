@@ -108,10 +108,13 @@ static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
 }
 
-/* Post receive SGEs already filled; buf is where the data lands. */
-static inline ssize_t ibf_ep_post_rx_sge(struct ibf_ep *ep, struct ibv_sge *sge,
-					 size_t count, size_t len, void *buf,
-					 void *context, int comp, uint64_t flags)
+/*
+ * Post receive SGEs already filled to the QP (rx_lock held); buf is where
+ * the data lands.
+ */
+static inline ssize_t ibf_ep_post_rx_wr(struct ibf_ep *ep, struct ibv_sge *sge,
+					size_t count, size_t len, void *buf,
+					void *context, int comp, uint64_t flags)
 {
 	struct ibv_recv_wr wr, *bad;
 	struct ibf_op *op;
@@ -120,12 +123,8 @@ static inline ssize_t ibf_ep_post_rx_sge(struct ibf_ep *ep, struct ibv_sge *sge,
 	wr.next = NULL;
 	wr.sg_list = sge;
 	wr.num_sge = (int)count;
-
-	ibf_lock_acquire(&ep->rx_lock);
-	if (unlikely(!ibf_ring_free(&ep->rx) || !ep->id->qp)) {
-		ibf_lock_release(&ep->rx_lock);
+	if (unlikely(!ibf_ring_free(&ep->rx) || !ep->id->qp))
 		return ep->id->qp ? -FI_EAGAIN : -FI_EOPBADSTATE;
-	}
 	op = &ep->rx.ops[ep->rx.head & (ep->rx.size - 1)];
 	op->context = context;
 	op->flags = FI_RECV | FI_MSG | (flags & FI_MULTI_RECV);
@@ -135,10 +134,34 @@ static inline ssize_t ibf_ep_post_rx_sge(struct ibf_ep *ep, struct ibv_sge *sge,
 	op->lkey = count ? sge[0].lkey : 0;
 	wr.wr_id = (uintptr_t)op;
 	ret = ibv_post_recv(ep->id->qp, &wr, &bad);
-	if (likely(!ret))
-		ep->rx.head++;
+	if (unlikely(ret))
+		return ibf_errno_to_fi(ret);
+	ep->rx.head++;
+	if (flags & FI_MULTI_RECV)
+		ep->rx_multi_busy = 1;
+	return 0;
+}
+
+/* rx_lock held: keep a receive until the multi-receive buffer is released. */
+ssize_t ibf_ep_rx_wait(struct ibf_ep *ep, struct ibv_sge *sge, size_t count,
+		       size_t len, void *buf, void *context, int comp,
+		       uint64_t flags);
+
+static inline ssize_t ibf_ep_post_rx_sge(struct ibf_ep *ep, struct ibv_sge *sge,
+					 size_t count, size_t len, void *buf,
+					 void *context, int comp, uint64_t flags)
+{
+	ssize_t ret;
+
+	ibf_lock_acquire(&ep->rx_lock);
+	if (unlikely(ep->rx_multi_busy))
+		ret = ibf_ep_rx_wait(ep, sge, count, len, buf, context, comp,
+				     flags);
+	else
+		ret = ibf_ep_post_rx_wr(ep, sge, count, len, buf, context, comp,
+					flags);
 	ibf_lock_release(&ep->rx_lock);
-	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
+	return ret;
 }
 
 /* flags: FI_MULTI_RECV, or 0. */
@@ -150,16 +173,26 @@ static inline ssize_t ibf_ep_post_rx(struct ibf_ep *ep, const struct iovec *iov,
 	size_t len;
 	ssize_t ret;
 
-	if (unlikely((flags & FI_MULTI_RECV) && count != 1)) {
+	if (unlikely((flags & FI_MULTI_RECV) && (count != 1 || !ep->rx_wait))) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_MULTI_RECV takes "
-			       "one buffer\n");
+			       "one buffer, on an endpoint opened with the "
+			       "FI_MULTI_RECV capability\n");
 		return -FI_EINVAL;
 	}
-	if (unlikely(count > ep->rx_iov_limit || ep->srx)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, ep->srx ? "post receives "
-			       "to the shared receive context\n" : "too many iovs "
-			       "for rx iov_limit\n");
-		return ep->srx ? -FI_EOPBADSTATE : -FI_EINVAL;
+	/*
+	 * An endpoint bound to a shared receive context has no receive queue
+	 * of its own: what is posted to it goes to the shared one, where any
+	 * of the context's endpoints may consume it.
+	 */
+	if (unlikely(ep->srx)) {
+		if (flags & FI_MULTI_RECV)
+			return -FI_EBADFLAGS;
+		return ibf_srx_post(ep->srx, iov, desc, count, context);
+	}
+	if (unlikely(count > ep->rx_iov_limit)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs: rx iov_limit "
+			       "is %zu\n", count, ep->rx_iov_limit);
+		return -FI_EINVAL;
 	}
 	ret = ibf_fill_sge(sge, iov, desc, count, 1, &len);
 	if (unlikely(ret))

@@ -343,3 +343,13 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 		break;
 	}
 }
+
+void ibf_cm_reuse_addr(struct rdma_cm_id *id)
+{
+	int one = 1;
+
+	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR,
+			    &one, sizeof(one)))
+		IBF_INFO(FI_LOG_EP_CTRL, "RDMA_OPTION_ID_REUSEADDR: %s\n",
+			 strerror(errno));
+}

@@ -278,8 +278,14 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 		if (unlikely(op->flags & FI_MULTI_RECV) &&
 		    !ibf_ep_multi_recv_next(op, wc->byte_len))
 			clear = FI_MULTI_RECV;	/* the buffer has room left */
-		/* Remote CQ data is reported even for a silent receive. */
-		if (op->user_comp || (wc->wc_flags & IBV_WC_WITH_IMM)) {
+		/*
+		 * Remote CQ data is reported even for a silent receive.  Only
+		 * a receive: some devices (rxe) flag the sender's completion
+		 * of a write with immediate data too, and a silent send (an
+		 * inject) must stay silent.
+		 */
+		if (op->user_comp || ((wc->opcode & IBV_WC_RECV) &&
+				      (wc->wc_flags & IBV_WC_WITH_IMM))) {
 			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op,
 				    clear);
 			if (src)
@@ -508,8 +514,13 @@ static ssize_t ibf_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 		ret = ibf_waitfd_wait(&cq->wait, wait_ms);
 		if (ret < 0)
 			return ret;
-		/* fi_cq_signal, or a completion made by the provider. */
-		if (ibf_waitfd_lower(&cq->wait))
+		/*
+		 * The eventfd: a completion made by the provider (read it on
+		 * the next turn), or fi_cq_signal, which alone may end the
+		 * wait with nothing to read (-FI_EAGAIN).
+		 */
+		if (ibf_waitfd_lower(&cq->wait) &&
+		    __atomic_exchange_n(&cq->signaled, 0, __ATOMIC_ACQ_REL))
 			return ibf_cq_readfrom(cq_fid, buf, count, src_addr);
 		if (ret == 0 && timeout >= 0 && !ibf_ms_left(&deadline))
 			return ibf_cq_readfrom(cq_fid, buf, count, src_addr);
@@ -528,6 +539,7 @@ static int ibf_cq_signal(struct fid_cq *cq_fid)
 
 	if (!cq->channel)
 		return -FI_EINVAL;
+	__atomic_store_n(&cq->signaled, 1, __ATOMIC_RELEASE);
 	return ibf_waitfd_raise(&cq->wait);
 }
 

@@ -329,6 +329,7 @@ static int ibf_ep_close(struct fid *fid)
 		free(ep->tx.ops);
 		free(ep->rx.ops);
 	}
+	free(ep->rx_wait);
 	ibf_lock_fini(&ep->tx_lock);
 	ibf_lock_fini(&ep->rx_lock);
 	fi_freeinfo(ep->info);
@@ -411,33 +412,41 @@ static struct fi_ops_ep ibf_ep_ops = {
 	.tx_size_left = ibf_ep_tx_size_left,
 };
 
-/* The id the endpoint will use: a connection request's, or a new one. */
-static int ibf_ep_take_id(struct ibf_ep *ep, const struct fi_info *info)
+/*
+ * The id the endpoint will use: a connection request's (the request is
+ * freed only once fi_endpoint succeeds, so that a failed fi_endpoint leaves
+ * it to fi_reject), a passive endpoint's bound one, or a new one.
+ */
+static int ibf_ep_take_id(struct ibf_ep *ep, const struct fi_info *info,
+			  struct ibf_connreq **req)
 {
-	struct ibf_connreq *req;
 	int ret;
 
-	if (info->handle) {
-		if (info->handle->fclass != FI_CLASS_CONNREQ) {
-			IBF_WARN(FI_LOG_EP_CTRL, "info->handle is not a "
-				 "connection request from FI_CONNREQ\n");
-			return -FI_EINVAL;
-		}
-		/* The endpoint consumes the request (fi_reject would free it). */
-		req = container_of(info->handle, struct ibf_connreq, fid);
-		ep->id = req->id;
-		ep->id->context = &ep->owner;
-		free(req);
+	*req = NULL;
+	if (info->handle && info->handle->fclass == FI_CLASS_CONNREQ) {
+		*req = container_of(info->handle, struct ibf_connreq, fid);
+		ep->id = (*req)->id;
 		return 0;
 	}
-	if (rdma_create_id(NULL, &ep->id, &ep->owner, RDMA_PS_TCP))
+	if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
+		ep->id = ibf_pep_take_id(info->handle);
+		if (!ep->id)
+			return -FI_EINVAL;
+		ep->id->context = &ep->owner;
+	} else if (info->handle) {
+		IBF_WARN(FI_LOG_EP_CTRL, "info->handle is neither a connection "
+			 "request from FI_CONNREQ nor a passive endpoint\n");
+		return -FI_EINVAL;
+	} else if (rdma_create_id(NULL, &ep->id, &ep->owner, RDMA_PS_TCP)) {
 		return ibf_errno_to_fi(errno);
+	}
 	if (info->dest_addr) {
-		ret = rdma_resolve_addr(ep->id, info->src_addr, info->dest_addr,
-					ibf_params.cm_timeout_ms);
+		/* A passive endpoint's id is bound already. */
+		ret = rdma_resolve_addr(ep->id, info->handle ? NULL : info->src_addr,
+					info->dest_addr, ibf_params.cm_timeout_ms);
 		if (!ret)
 			ret = rdma_resolve_route(ep->id, ibf_params.cm_timeout_ms);
-	} else if (info->src_addr) {
+	} else if (info->src_addr && !info->handle) {
 		ret = rdma_bind_addr(ep->id, info->src_addr);
 	} else {
 		ret = 0;
@@ -483,6 +492,7 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		struct fid_ep **ep_fid, void *context)
 {
 	struct ibf_domain *dom = to_ibf_domain(domain_fid);
+	struct ibf_connreq *req = NULL;
 	struct ibf_ep *ep;
 	int ret;
 
@@ -507,7 +517,7 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		goto err;
 	}
 	ibf_ep_size(ep, info);
-	ret = ibf_ep_take_id(ep, info);
+	ret = ibf_ep_take_id(ep, info, &req);
 	if (ret)
 		goto err;
 	if (ep->id->verbs && ep->id->verbs != dom->verbs) {
@@ -523,6 +533,13 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		ret = ibf_ring_init(&ep->rx, ep->rx.size);
 	if (ret)
 		goto err;
+	if (info->caps & FI_MULTI_RECV) {
+		ep->rx_wait = calloc(ep->rx.size, sizeof(*ep->rx_wait));
+		if (!ep->rx_wait) {
+			ret = -FI_ENOMEM;
+			goto err;
+		}
+	}
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;
 	ep->ep_fid.fid.ops = &ibf_ep_fi_ops;
@@ -537,14 +554,20 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		ep->ep_fid.msg = &ibf_tagged_msg_ops;
 		ep->ep_fid.tagged = &ibf_tagged_ops;
 	}
+	if (req) {
+		/* The endpoint consumes the request (fi_reject would free it). */
+		ep->id->context = &ep->owner;
+		free(req);
+	}
 	ibf_ref_get(&dom->ref);
 	*ep_fid = &ep->ep_fid;
 	return 0;
 err:
-	if (ep->id)
+	if (ep->id && !req)
 		rdma_destroy_id(ep->id);
 	free(ep->tx.ops);
 	free(ep->rx.ops);
+	free(ep->rx_wait);
 	fi_freeinfo(ep->info);
 	free(ep);
 	return ret;

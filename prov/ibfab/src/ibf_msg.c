@@ -1,6 +1,8 @@
 /* fi_send and fi_recv families on FI_EP_MSG endpoints. */
 #include "config.h"
 
+#include <string.h>
+
 #include "ibf_post.h"
 
 static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
@@ -114,6 +116,47 @@ static ssize_t ibf_msg_injectdata(struct fid_ep *ep_fid, const void *buf,
 			FI_INJECT | FI_REMOTE_CQ_DATA, NULL, 0);
 }
 
+ssize_t ibf_ep_rx_wait(struct ibf_ep *ep, struct ibv_sge *sge, size_t count,
+		       size_t len, void *buf, void *context, int comp,
+		       uint64_t flags)
+{
+	struct ibf_rx_wait *w;
+
+	if (ep->rx_wait_count + (ep->rx.head - ep->rx.tail) >= ep->rx.size)
+		return -FI_EAGAIN;
+	w = &ep->rx_wait[(ep->rx_wait_first + ep->rx_wait_count) &
+			 (ep->rx.size - 1)];
+	memcpy(w->sge, sge, count * sizeof(*sge));
+	w->count = (uint32_t)count;
+	w->len = len;
+	w->buf = buf;
+	w->context = context;
+	w->comp = comp;
+	w->flags = flags;
+	ep->rx_wait_count++;
+	return 0;
+}
+
+/*
+ * The multi-receive buffer was released (rx_lock held): post what waited,
+ * in order, up to the next multi-receive buffer.  A receive the QP will
+ * not take now (it was disconnected) stays; closing drops it.
+ */
+static void ibf_ep_rx_wait_post(struct ibf_ep *ep)
+{
+	struct ibf_rx_wait *w;
+
+	ep->rx_multi_busy = 0;
+	while (ep->rx_wait_count && !ep->rx_multi_busy) {
+		w = &ep->rx_wait[ep->rx_wait_first];
+		if (ibf_ep_post_rx_wr(ep, w->sge, w->count, w->len, w->buf,
+				      w->context, w->comp, w->flags))
+			break;
+		ep->rx_wait_first = (ep->rx_wait_first + 1) & (ep->rx.size - 1);
+		ep->rx_wait_count--;
+	}
+}
+
 int ibf_ep_multi_recv_next(struct ibf_op *op, uint32_t byte_len)
 {
 	struct ibf_ep *ep = container_of(op->ring, struct ibf_ep, rx);
@@ -123,12 +166,17 @@ int ibf_ep_multi_recv_next(struct ibf_op *op, uint32_t byte_len)
 		.length = (uint32_t)rest,
 		.lkey = op->lkey,	/* the rest is under the same key */
 	};
+	int released;
 
-	if (rest < ep->min_multi_recv)
-		return 1;
+	ibf_lock_acquire(&ep->rx_lock);
 	/* Cannot post the rest (queue full): release the buffer early. */
-	return ibf_ep_post_rx_sge(ep, &sge, 1, rest, (char *)op->buf + byte_len,
-				  op->context, op->user_comp, FI_MULTI_RECV) != 0;
+	released = rest < ep->min_multi_recv ||
+		   ibf_ep_post_rx_wr(ep, &sge, 1, rest, (char *)op->buf + byte_len,
+				     op->context, op->user_comp, FI_MULTI_RECV);
+	if (released)
+		ibf_ep_rx_wait_post(ep);
+	ibf_lock_release(&ep->rx_lock);
+	return released;
 }
 
 struct fi_ops_msg ibf_msg_ops = {

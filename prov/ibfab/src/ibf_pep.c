@@ -88,6 +88,16 @@ static void ibf_pep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 	free(entry);
 }
 
+/* A passive endpoint whose address an active one took. */
+static int ibf_pep_gone(const struct ibf_pep *pep)
+{
+	if (pep->id)
+		return 0;
+	IBF_WARN(FI_LOG_EP_CTRL, "this passive endpoint's address was given "
+		 "to an active endpoint: only fi_close remains\n");
+	return 1;
+}
+
 static int ibf_pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	struct ibf_pep *pep = container_of(fid, struct ibf_pep, pep_fid.fid);
@@ -99,6 +109,8 @@ static int ibf_pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	}
 	if (pep->eq)
 		return -FI_EINVAL;
+	if (ibf_pep_gone(pep))
+		return -FI_EOPBADSTATE;
 	pep->eq = container_of(bfid, struct ibf_eq, eq_fid.fid);
 	ret = ibf_migrate_id(pep->id, pep->eq);
 	if (ret) {
@@ -109,11 +121,39 @@ static int ibf_pep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	return 0;
 }
 
+/*
+ * fi_endpoint(3): an fi_info whose handle is a passive endpoint gives the
+ * new active endpoint that endpoint's address.  Its rdma_cm id, bound to
+ * the address, moves over; the passive endpoint is left with nothing but
+ * fi_close.
+ */
+struct rdma_cm_id *ibf_pep_take_id(struct fid *handle)
+{
+	struct ibf_pep *pep = container_of(handle, struct ibf_pep, pep_fid.fid);
+	struct rdma_cm_id *id = pep->id;
+
+	if (!id || pep->listening) {
+		IBF_WARN(FI_LOG_EP_CTRL, "info->handle is a passive endpoint "
+			 "that is listening or already given away: an active "
+			 "endpoint cannot take its address\n");
+		return NULL;
+	}
+	/* The active endpoint resolves synchronously until it has an EQ. */
+	if (pep->eq && rdma_migrate_id(id, NULL)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(errno));
+		return NULL;
+	}
+	pep->id = NULL;
+	return id;
+}
+
 static int ibf_pep_listen(struct fid_pep *pep_fid)
 {
 	struct ibf_pep *pep = container_of(pep_fid, struct ibf_pep, pep_fid);
 	char buf[80];
 
+	if (ibf_pep_gone(pep))
+		return -FI_EOPBADSTATE;
 	if (!pep->eq) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_listen: bind an EQ first\n");
 		return -FI_ENOEQ;
@@ -124,6 +164,7 @@ static int ibf_pep_listen(struct fid_pep *pep_fid)
 			 strerror(errno));
 		return ibf_errno_to_fi(errno);
 	}
+	pep->listening = 1;
 	return 0;
 }
 
@@ -155,6 +196,8 @@ static int ibf_pep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct ibf_pep *pep = container_of(fid, struct ibf_pep, pep_fid.fid);
 
+	if (ibf_pep_gone(pep))
+		return -FI_EOPBADSTATE;
 	return ibf_getname(pep->id, addr, addrlen);
 }
 
@@ -164,6 +207,8 @@ static int ibf_pep_setname(fid_t fid, void *addr, size_t addrlen)
 
 	if (!addr || !ibf_addr_len(addr) || addrlen < ibf_addr_len(addr))
 		return -FI_EINVAL;
+	if (ibf_pep_gone(pep))
+		return -FI_EOPBADSTATE;
 	if (rdma_bind_addr(pep->id, addr))
 		return ibf_errno_to_fi(errno);
 	return 0;
@@ -173,7 +218,8 @@ static int ibf_pep_close(struct fid *fid)
 {
 	struct ibf_pep *pep = container_of(fid, struct ibf_pep, pep_fid.fid);
 
-	rdma_destroy_id(pep->id);
+	if (pep->id)
+		rdma_destroy_id(pep->id);
 	if (pep->eq)
 		ibf_ref_put(&pep->eq->ref);
 	ibf_ref_put(&pep->fabric->ref);
@@ -257,6 +303,7 @@ int ibf_pep_open(struct fid_fabric *fabric, struct fi_info *info,
 		ret = ibf_errno_to_fi(errno);
 		goto err;
 	}
+	ibf_cm_reuse_addr(pep->id);
 	if (info->src_addr && rdma_bind_addr(pep->id, info->src_addr)) {
 		ret = ibf_errno_to_fi(errno);
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_passive_ep: cannot bind %s: %s\n",

@@ -20,7 +20,7 @@ void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op)
 }
 
 /* Receives posted here always complete: the context has no CQ binding. */
-static ssize_t ibf_srx_post(struct ibf_srx *srx, const struct iovec *iov,
+ssize_t ibf_srx_post(struct ibf_srx *srx, const struct iovec *iov,
 			    void **desc, size_t count, void *context)
 {
 	struct ibv_sge sge[IBF_MAX_SGE];
