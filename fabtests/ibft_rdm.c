@@ -477,6 +477,54 @@ out:
 	close_all();
 }
 
+/*
+ * fi_msg(3): FI_INJECT in a send's flags only frees the buffer on return;
+ * the send still completes.  fi_inject alone writes no completion.
+ */
+static void test_inject_flag(void)
+{
+	struct node *ns[2];
+	uint8_t m[64], r[3][64];
+	struct fi_msg_tagged msg;
+	struct iovec iov = { m, sizeof(m) };
+	struct comp c = { 0 };
+	int ok, i;
+
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	for (i = 0, ok = 1; i < 3; i++)
+		ok &= !fi_trecv(ns[1]->ep, r[i], sizeof(r[i]), NULL,
+				FI_ADDR_UNSPEC, 9, 0, r[i]);
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.iov_count = 1;
+	msg.addr = ns[0]->peer[1];
+	msg.tag = 9;
+	msg.context = m;
+	memset(m, 'a', sizeof(m));
+	ok &= !POST(fi_tsendmsg(ns[0]->ep, &msg, FI_INJECT | FI_COMPLETION));
+	memset(m, 'b', sizeof(m));	/* the buffer is ours again */
+	ok &= !POST(fi_tinject(ns[0]->ep, m, sizeof(m), ns[0]->peer[1], 9));
+	memset(m, 'c', sizeof(m));
+	msg.context = m + 1;
+	ok &= !POST(fi_tsendmsg(ns[0]->ep, &msg, FI_INJECT | FI_COMPLETION));
+	memset(m, 'd', sizeof(m));
+	for (i = 0; i < 3 && ok; i++)
+		ok = !wait_comp(ns[1], &c, WAIT_MS) && !c.err &&
+		     r[i][0] == "abc"[i] && r[i][63] == "abc"[i];
+	IBFT_CHECK(ok, "rdm-inject-flag-data", "message %d wrong or missing", i);
+	ok = !wait_comp(ns[0], &c, WAIT_MS) && !c.err && c.e.op_context == m;
+	ok = ok && !wait_comp(ns[0], &c, WAIT_MS) && !c.err &&
+	     c.e.op_context == m + 1;
+	IBFT_CHECK(ok && idle(ns[0], 200) == 0, "rdm-inject-flag-completes",
+		   "sends with FI_INJECT | FI_COMPLETION must complete, "
+		   "fi_tinject must not (context %p)", c.e.op_context);
+out:
+	close_all();
+}
+
 /* 8 or more endpoints, each sending to each. */
 static void test_many(int count)
 {
@@ -802,8 +850,10 @@ int main(int argc, char **argv)
 		test_cancel();
 	if (RUN("trunc"))
 		test_trunc();
-	if (RUN("cqdata"))
+	if (RUN("cqdata")) {
 		test_cq_data();
+		test_inject_flag();
+	}
 	if (RUN("many"))
 		test_many(8);
 	if (RUN("sread"))

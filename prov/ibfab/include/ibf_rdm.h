@@ -124,6 +124,7 @@ enum ibf_conn_state {
 	IBF_CONN_WAITING,	/* we lost a simultaneous connect: theirs comes */
 	IBF_CONN_ACCEPTING,	/* we accepted theirs */
 	IBF_CONN_CONNECTED,
+	IBF_CONN_RETRY,		/* refused or unreachable: trying again later */
 };
 
 struct ibf_rdm_op;
@@ -147,6 +148,10 @@ struct ibf_rdm_conn {
 	int credits;
 	struct ibf_rdm_op *stalled_head, *stalled_tail;
 	int established;	/* its QP is up (cm_lock; read as a hint) */
+	/* Connecting to a peer not there yet (cm_lock): when to give up,
+	 * when to try next, and the pause after that. */
+	uint64_t retry_until_ns, retry_at_ns;
+	uint32_t retry_pause_ms;
 };
 
 /* ---- operations ---- */
@@ -231,6 +236,7 @@ struct ibf_rdm_ep {
 	int stop_fd;		/* eventfd: tells the thread to exit */
 	pthread_mutex_t cm_lock;
 	int cm_pending;		/* atomic: the thread left work for progress */
+	int nretry;		/* connections in IBF_CONN_RETRY (cm_lock) */
 	struct ibf_rdm_list failed;	/* ops whose connection failed */
 	int dead_seen;		/* a connection died: RTS waiters to fail */
 	/*
@@ -329,6 +335,15 @@ void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep);
 /* The connection a received header names; NULL if none. */
 struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep *ep, uint32_t index);
 fi_addr_t ibf_rdm_conn_addr(struct ibf_rdm_conn *conn);
+
+/*
+ * fi_inject and its kin: the buffer is free on return and no completion is
+ * written.  FI_INJECT alone (in op_flags or fi_sendmsg's flags) frees the
+ * buffer but keeps the completion, as fi_msg(3) says; hence a flag of our
+ * own, in the bits libfabric leaves to providers.
+ */
+#define IBF_RDM_NO_COMP (1ULL << 61)
+#define IBF_RDM_INJECT (FI_INJECT | IBF_RDM_NO_COMP)
 
 /* ibf_rdm_msg.c */
 extern struct fi_ops_msg ibf_rdm_msg_ops;

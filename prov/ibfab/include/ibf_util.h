@@ -40,6 +40,8 @@ static inline int ibf_ref_read(int *ref)
 struct timespec;
 void ibf_deadline(struct timespec *deadline, int timeout_ms);
 int ibf_ms_left(const struct timespec *deadline);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t ibf_now_ns(void);
 
 /*
  * A wait object: an epoll fd over a source fd (a completion or event

@@ -24,6 +24,7 @@ static const struct ibf_params ibf_params_default = {
 	.min_rnr_timer = 8,
 	.eager_size = 8192,
 	.rdm_qp_depth = 256,
+	.rdm_connect_ms = 10000,
 };
 
 struct ibf_size_param {
@@ -51,6 +52,11 @@ static struct ibf_size_param ibf_size_params[] = {
 	{ "rdm_qp_depth", &ibf_params.rdm_qp_depth, 8, 1 << 16,
 	  "Send queue depth of each queue pair of an FI_EP_RDM endpoint, one "
 	  "per peer: device memory spent per peer (default: 256)" },
+	{ "rdm_connect_timeout", &ibf_params.rdm_connect_ms, 0, 3600000,
+	  "How long, in milliseconds, an FI_EP_RDM endpoint keeps trying to "
+	  "connect to a peer that refuses (not listening yet) or cannot be "
+	  "reached, with growing pauses, before the operations waiting for it "
+	  "fail; 0 tries once (default: 10000)" },
 	{ "cq_size", &ibf_params.cq_size, 1, 1 << 22,
 	  "Default completion queue size; it grows as endpoints are bound, within the device's limit (default: 1024)" },
 };

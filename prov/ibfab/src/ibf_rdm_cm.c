@@ -21,8 +21,17 @@
  * completions) is left in ep->failed and picked up by the CQ
  * (ibf_rdm_cm_deliver), since this thread never touches a CQ.
  *
+ * A peer that refuses (nothing listens on its address yet: an RDM
+ * endpoint is connectionless to the application, so a peer that starts a
+ * little later is no error) or cannot be reached is tried again, with
+ * pauses that double from 10 ms to 1 s, until FI_IBFAB_RDM_CONNECT_TIMEOUT
+ * has passed since the first try; only then do the queued operations fail.
+ * A refusal by an ibfab peer itself (a consumer reject) is final.
+ *
  * rdma_destroy_id waits for the id's events to be acked, so ids are never
- * destroyed here: dead ones go to a graveyard emptied at close.
+ * destroyed while their event is handled: dead ones go to a graveyard
+ * emptied at close, and a failed attempt's id (it never carried data) is
+ * marked and destroyed by the thread as soon as its event is acked.
  */
 #include "config.h"
 
@@ -323,8 +332,96 @@ static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	d->name = ep->name;
 }
 
-/* Start connecting conn (cm_lock held). */
+/* id->context of a failed attempt, destroyed once its event is acked. */
+static char ibf_rdm_attempt_over;
+
+/* IB CM's reject reason when the peer's software said no. */
+#define IBF_REJ_CONSUMER 28
+
+#define IBF_RETRY_FIRST_MS 10
+#define IBF_RETRY_MAX_MS 1000
+
+static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn);
+
+/* Start connecting conn (cm_lock held): the first of its attempts. */
 static int ibf_rdm_conn_start(struct ibf_rdm_conn *conn)
+{
+	conn->retry_until_ns = ibf_now_ns() +
+			       (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
+	conn->retry_pause_ms = IBF_RETRY_FIRST_MS;
+	return ibf_rdm_conn_attempt(conn);
+}
+
+/*
+ * An attempt failed with err (cm_lock held): try again later while time is
+ * left, else fail what waits.  The attempt's id goes once its event is
+ * acked; its QP never carried anything.
+ */
+static void ibf_rdm_conn_retry(struct ibf_rdm_conn *conn, int err)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	uint64_t now = ibf_now_ns();
+	char buf[64];
+
+	if (now >= conn->retry_until_ns) {
+		ibf_rdm_conn_fail(conn, err);
+		return;
+	}
+	IBF_INFO(FI_LOG_EP_CTRL, "%s: %s; trying again in %u ms\n",
+		 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)),
+		 fi_strerror(-err), conn->retry_pause_ms);
+	conn->id->context = &ibf_rdm_attempt_over;
+	conn->id = NULL;
+	conn->retry_at_ns = now + (uint64_t)conn->retry_pause_ms * 1000000u;
+	conn->retry_pause_ms = IBF_MIN(conn->retry_pause_ms * 2, IBF_RETRY_MAX_MS);
+	__atomic_store_n(&conn->state, IBF_CONN_RETRY, __ATOMIC_RELEASE);
+	ep->nretry++;
+}
+
+/*
+ * The thread, between events (cm_lock held): start the attempts that are
+ * due; returns how long poll may sleep before the next one, or -1.
+ */
+static int ibf_rdm_retry_due(struct ibf_rdm_ep *ep)
+{
+	uint64_t now, next = UINT64_MAX;
+	struct ibf_rdm_conn *conn;
+	uint32_t i;
+	int ret;
+
+	if (!ep->nretry)
+		return -1;
+	now = ibf_now_ns();
+	for (i = 0; i < ep->nconns; i++) {
+		conn = ibf_rdm_conn_at(ep, i);
+		if (conn->state != IBF_CONN_RETRY)
+			continue;
+		if (conn->retry_at_ns > now) {
+			next = IBF_MIN(next, conn->retry_at_ns);
+			continue;
+		}
+		ep->nretry--;
+		ret = ibf_rdm_conn_attempt(conn);
+		if (ret)
+			ibf_rdm_conn_fail(conn, ret);
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return (int)((next - now) / 1000000u) + 1;
+}
+
+/* Destroy a failed attempt's id, its event acked (cm_lock not held). */
+static void ibf_rdm_attempt_destroy(struct rdma_cm_id *id)
+{
+	if (id->context != &ibf_rdm_attempt_over)
+		return;
+	if (id->qp)
+		rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+}
+
+/* One connect attempt: resolve, then (in the thread) route and connect. */
+static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_ep *ep = conn->ep;
 	struct sockaddr_storage src;
@@ -499,6 +596,10 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 		/* The peer started anew: what we had with it is dead. */
 		ibf_rdm_conn_end(conn, -FI_ECONNABORTED, 1);
 		break;
+	case IBF_CONN_RETRY:
+		/* The peer is up now: its connection carries our queue. */
+		ep->nretry--;
+		break;
 	default:
 		break;
 	}
@@ -572,15 +673,18 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 			conn->id = NULL;
 			__atomic_store_n(&conn->state, IBF_CONN_WAITING,
 					 __ATOMIC_RELEASE);
-		} else {
+		} else if (ev->status == IBF_REJ_CONSUMER) {
 			ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
+		} else {
+			/* Nothing listens there (yet). */
+			ibf_rdm_conn_retry(conn, -FI_ECONNREFUSED);
 		}
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
-		ibf_rdm_conn_fail(conn, -FI_EHOSTUNREACH);
+		ibf_rdm_conn_retry(conn, -FI_EHOSTUNREACH);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -603,8 +707,9 @@ static void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 		return;
 	}
 	conn = ev->id->context;
-	if (!conn || ev->id == ep->listen_id)
-		return;		/* a buried id, or the listener */
+	if (!conn || (void *)conn == &ibf_rdm_attempt_over ||
+	    ev->id == ep->listen_id)
+		return;		/* a buried id, a failed attempt, the listener */
 	if (conn->self) {
 		/* The accepting half of a connection to ourselves. */
 		if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
@@ -633,22 +738,29 @@ static void *ibf_rdm_cm_thread(void *arg)
 		{ .fd = ep->auto_progress ? ep->channel_cq->fd : -1, .events = POLLIN },
 	};
 	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	int timeout = -1;
 
 	if (ep->auto_progress)
 		ibf_rdm_auto_progress(ep);	/* arms the CQ */
 	for (;;) {
-		if (poll(fds, 3, -1) < 0 && errno != EINTR)
+		if (poll(fds, 3, timeout) < 0 && errno != EINTR)
 			break;
 		if (fds[1].revents)
 			break;
 		if (fds[2].revents)
 			ibf_rdm_auto_progress(ep);
 		while (!rdma_get_cm_event(ep->channel, &ev)) {
+			id = ev->id;
 			pthread_mutex_lock(&ep->cm_lock);
 			ibf_rdm_cm_event(ep, ev);
 			pthread_mutex_unlock(&ep->cm_lock);
 			rdma_ack_cm_event(ev);
+			ibf_rdm_attempt_destroy(id);
 		}
+		pthread_mutex_lock(&ep->cm_lock);
+		timeout = ibf_rdm_retry_due(ep);
+		pthread_mutex_unlock(&ep->cm_lock);
 	}
 	return NULL;
 }
@@ -675,6 +787,7 @@ int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	if (ibf_fd_set_nonblock(ep->channel->fd) ||
 	    rdma_create_id(ep->channel, &ep->listen_id, NULL, RDMA_PS_TCP))
 		return ibf_errno_to_fi(errno);
+	ibf_cm_reuse_addr(ep->listen_id);
 	if (rdma_bind_addr(ep->listen_id, (struct sockaddr *)&src)) {
 		int ret = ibf_errno_to_fi(errno);
 
@@ -732,7 +845,8 @@ void ibf_rdm_cm_stop(struct ibf_rdm_ep *ep)
 	/* Peers see DISCONNECTED; our QPs flush what they hold. */
 	for (i = 0; i < ep->nconns; i++) {
 		conn = ibf_rdm_conn_at(ep, i);
-		if (conn->id && conn->state >= IBF_CONN_ACCEPTING)
+		if (conn->id && (conn->state == IBF_CONN_ACCEPTING ||
+				 conn->state == IBF_CONN_CONNECTED))
 			rdma_disconnect(conn->id);
 		ibf_rdm_bury(ep, conn->id);
 		ibf_rdm_bury(ep, conn->loser);

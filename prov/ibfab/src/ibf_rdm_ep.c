@@ -605,7 +605,8 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 				   info->rx_attr->iov_limit : IBF_RDM_IOV, IBF_RDM_IOV);
 	ep->max_inline = 256;	/* a first guess; the first QP says */
 	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
-	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->tx_op_flags = info->tx_attr ?
+			  info->tx_attr->op_flags & ~IBF_RDM_NO_COMP : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ibf_rdm_clamp(ep, da);
 	/*

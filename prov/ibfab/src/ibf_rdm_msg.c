@@ -169,7 +169,7 @@ static ssize_t ibf_rdm_send(struct ibf_rdm_ep *ep, const struct iovec *iov,
 	op->op.buf = NULL;
 	op->op.data = 0;
 	op->op.tag = 0;
-	op->op.user_comp = !(flags & FI_INJECT) &&
+	op->op.user_comp = !(flags & IBF_RDM_NO_COMP) &&
 			   (!ep->tx_selective || (flags & FI_COMPLETION));
 	if (len <= ep->eager_size) {
 		hdr->type = IBF_RDM_EAGER;
@@ -680,7 +680,8 @@ static ssize_t ibf_rdm_m_sendmsg(struct fid_ep *ep_fid, const struct fi_msg *msg
 				 uint64_t flags)
 {
 	return ibf_rdm_send(to_ibf_rdm_ep(ep_fid), msg->msg_iov, msg->iov_count,
-			    msg->addr, 0, msg->data, flags, msg->context, 0);
+			    msg->addr, 0, msg->data, flags & ~IBF_RDM_NO_COMP,
+			    msg->context, 0);
 }
 
 static ssize_t ibf_rdm_m_inject(struct fid_ep *ep_fid, const void *buf,
@@ -689,7 +690,7 @@ static ssize_t ibf_rdm_m_inject(struct fid_ep *ep_fid, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_rdm_send(to_ibf_rdm_ep(ep_fid), &iov, 1, dest, 0, 0,
-			    FI_INJECT, NULL, 0);
+			    IBF_RDM_INJECT, NULL, 0);
 }
 
 static ssize_t ibf_rdm_m_senddata(struct fid_ep *ep_fid, const void *buf,
@@ -709,7 +710,7 @@ static ssize_t ibf_rdm_m_injectdata(struct fid_ep *ep_fid, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_rdm_send(to_ibf_rdm_ep(ep_fid), &iov, 1, dest, 0, data,
-			    FI_INJECT | FI_REMOTE_CQ_DATA, NULL, 0);
+			    IBF_RDM_INJECT | FI_REMOTE_CQ_DATA, NULL, 0);
 }
 
 struct fi_ops_msg ibf_rdm_msg_ops = {
@@ -791,7 +792,8 @@ static ssize_t ibf_rdm_t_sendmsg(struct fid_ep *ep_fid,
 	if (unlikely(!msg))
 		return -FI_EINVAL;
 	return ibf_rdm_send(to_ibf_rdm_ep(ep_fid), msg->msg_iov, msg->iov_count,
-			    msg->addr, msg->tag, msg->data, flags, msg->context, 1);
+			    msg->addr, msg->tag, msg->data, flags & ~IBF_RDM_NO_COMP,
+			    msg->context, 1);
 }
 
 static ssize_t ibf_rdm_t_inject(struct fid_ep *ep_fid, const void *buf,
@@ -800,7 +802,7 @@ static ssize_t ibf_rdm_t_inject(struct fid_ep *ep_fid, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_rdm_send(to_ibf_rdm_ep(ep_fid), &iov, 1, dest, tag, 0,
-			    FI_INJECT, NULL, 1);
+			    IBF_RDM_INJECT, NULL, 1);
 }
 
 static ssize_t ibf_rdm_t_senddata(struct fid_ep *ep_fid, const void *buf,
@@ -821,7 +823,7 @@ static ssize_t ibf_rdm_t_injectdata(struct fid_ep *ep_fid, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_rdm_send(to_ibf_rdm_ep(ep_fid), &iov, 1, dest, tag, data,
-			    FI_INJECT | FI_REMOTE_CQ_DATA, NULL, 1);
+			    IBF_RDM_INJECT | FI_REMOTE_CQ_DATA, NULL, 1);
 }
 
 struct fi_ops_tagged ibf_rdm_tagged_ops = {

@@ -76,6 +76,14 @@ void ibf_deadline(struct timespec *deadline, int timeout_ms)
 	}
 }
 
+uint64_t ibf_now_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
 int ibf_ms_left(const struct timespec *deadline)
 {
 	struct timespec now;
