@@ -256,6 +256,48 @@ out:
 	close_all();
 }
 
+/*
+ * A peer inserted twice (MPI inserts a peer again for each communicator
+ * that names it) has two fi_addrs; a directed receive naming either takes
+ * its messages, whichever fi_addr the peer was last sent to by, and never
+ * another peer's.  Open MPI's intercommunicators hung on this.
+ */
+static void directed_alias(struct node **ns)
+{
+	uint8_t b1[8] = "", b2[8] = "", b3[8] = "", m1[8] = "1", m2[8] = "2", m0[8] = "0";
+	struct comp c = { 0 };
+	fi_addr_t alias = FI_ADDR_NOTAVAIL;
+	int ok;
+
+	ok = fi_av_insert(ns[2]->av, ns[1]->name, 1, &alias, 0, NULL) == 1 &&
+	     alias != ns[2]->peer[1];
+	/* Node 2 talks to node 1 through the first fi_addr only. */
+	ok = ok && !POST(fi_tinject(ns[2]->ep, m0, 1, ns[2]->peer[1], 3));
+	/* Posted before the message comes, naming the alias. */
+	ok = ok && !fi_trecv(ns[2]->ep, b1, sizeof(b1), NULL, alias, 8, 0, b1);
+	ok = ok && !POST(fi_tinject(ns[0]->ep, m0, 1, ns[0]->peer[2], 8));
+	idle(ns[2], 200);
+	ok = ok && !POST(fi_tinject(ns[1]->ep, m1, 1, ns[1]->peer[2], 8));
+	ok = ok && !wait_comp(ns[2], &c, WAIT_MS) && !c.err && c.e.op_context == b1;
+	IBFT_CHECK(ok && b1[0] == '1', "rdm-directed-alias-posted",
+		   "a receive naming the peer's second fi_addr got '%c'", b1[0]);
+	/* The message arrives first, then a receive naming the alias. */
+	ok = ok && !POST(fi_tinject(ns[1]->ep, m2, 1, ns[1]->peer[2], 9));
+	idle(ns[2], 200);
+	ok = ok && !fi_trecv(ns[2]->ep, b2, sizeof(b2), NULL, alias, 9, 0, b2);
+	ok = ok && !wait_comp(ns[2], &c, WAIT_MS) && !c.err && c.e.op_context == b2;
+	IBFT_CHECK(ok && b2[0] == '2', "rdm-directed-alias-unexpected",
+		   "a receive naming the peer's second fi_addr got '%c'", b2[0]);
+	/* Node 0's message still waits for a receive that may take it. */
+	ok = ok && !fi_trecv(ns[2]->ep, b3, sizeof(b3), NULL, ns[2]->peer[0], 8, 0, b3);
+	ok = ok && !wait_comp(ns[2], &c, WAIT_MS) && !c.err && c.e.op_context == b3;
+	IBFT_CHECK(ok && b3[0] == '0', "rdm-directed-alias-others-wait",
+		   "the other peer's message went to '%c'", b3[0]);
+	/* Node 1 drains the message node 2 sent it. */
+	ok = !fi_trecv(ns[1]->ep, b1, sizeof(b1), NULL, FI_ADDR_UNSPEC, 3, 0, b1) &&
+	     !wait_comp(ns[1], &c, WAIT_MS);
+}
+
 /* A directed receive takes only its source's message. */
 static void test_directed(void)
 {
@@ -281,6 +323,7 @@ static void test_directed(void)
 	ok = ok && !wait_comp(ns[2], &c, WAIT_MS) && !c.err;
 	IBFT_CHECK(ok && b2[0] == 'A' && c.src == ns[2]->peer[0],
 		   "rdm-directed-any", "the other receive got '%c'", b2[0]);
+	directed_alias(ns);
 out:
 	close_all();
 }

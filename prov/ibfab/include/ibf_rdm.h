@@ -181,7 +181,9 @@ struct ibf_rdm_op {
 	void *desc[IBF_RDM_IOV];
 	size_t count;
 	uint64_t ignore;
-	fi_addr_t want;		/* FI_DIRECTED_RECV: the source, or ANY */
+	/* FI_DIRECTED_RECV: the source's name, whichever of its fi_addrs the
+	 * receive gave; NULL: any source. */
+	const struct ibf_name *want;
 	int tagged;
 	int multi;		/* FI_MULTI_RECV: stays posted while room is left */
 	int stalled;		/* parked in its connection's stalled list */

@@ -473,7 +473,9 @@ int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
 		ep->peers = peers;
 		ep->npeers = n;
 	}
-	conn->fi_addr = addr;
+	/* FI_SOURCE reports the first of a peer's fi_addrs. */
+	if (conn->fi_addr == FI_ADDR_NOTAVAIL)
+		conn->fi_addr = addr;
 	ep->peers[addr] = conn;
 	*out = conn;
 	return 0;

@@ -154,7 +154,10 @@ void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr)
 	for (ep = av->eps; ep; ep = ep->av_next) {
 		ibf_lock_acquire(&ep->lock);
 		if (addr < ep->npeers && ep->peers[addr]) {
-			ep->peers[addr]->fi_addr = FI_ADDR_NOTAVAIL;
+			/* Another of the peer's fi_addrs, if any, is found
+			 * again when next needed (ibf_rdm_conn_addr). */
+			if (ep->peers[addr]->fi_addr == addr)
+				ep->peers[addr]->fi_addr = FI_ADDR_NOTAVAIL;
 			ep->peers[addr] = NULL;
 		}
 		ibf_lock_release(&ep->lock);

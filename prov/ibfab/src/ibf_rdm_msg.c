@@ -218,7 +218,32 @@ static int ibf_rdm_match(const struct ibf_rdm_op *r, const struct ibf_rdm_op *b)
 {
 	if (r->tagged && ((r->op.tag ^ b->op.tag) & ~r->ignore))
 		return 0;
-	return r->want == FI_ADDR_UNSPEC || r->want == b->op.src;
+	return !r->want || !memcmp(r->want, &b->conn->name, sizeof(*r->want));
+}
+
+/*
+ * FI_DIRECTED_RECV: the peer a receive from src wants (ep->lock held), or
+ * NULL for any.  A peer inserted into the AV more than once (an MPI library
+ * inserts a peer again for each communicator that names it) has as many
+ * fi_addrs, and a message from it matches a receive naming any of them:
+ * so a peer is its name, reached through its connection record, never an
+ * fi_addr compared as a number.
+ */
+static int ibf_rdm_want(struct ibf_rdm_ep *ep, fi_addr_t src,
+			const struct ibf_name **want)
+{
+	struct ibf_rdm_conn *conn;
+	int ret;
+
+	*want = NULL;
+	if (!(ep->info->caps & FI_DIRECTED_RECV) || src == FI_ADDR_UNSPEC ||
+	    src == FI_ADDR_NOTAVAIL)
+		return 0;
+	conn = likely(src < ep->npeers) ? ep->peers[src] : NULL;
+	if (unlikely(!conn) && (ret = ibf_rdm_conn_get(ep, src, &conn)))
+		return ret;
+	*want = &conn->name;
+	return 0;
 }
 
 static struct ibf_rdm_op *ibf_rdm_find(struct ibf_rdm_list *l,
@@ -257,7 +282,8 @@ static void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 
 static struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 					  const struct iovec *iov, void **desc,
-					  size_t count, fi_addr_t src,
+					  size_t count,
+					  const struct ibf_name *want,
 					  uint64_t tag, uint64_t ignore,
 					  uint64_t flags, void *context,
 					  int tagged);
@@ -276,7 +302,7 @@ static void ibf_rdm_deliver_multi(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	struct iovec iov = { (uint8_t *)r->iov[0].iov_base + r->mr_off, take };
 	struct ibf_rdm_op *c;
 
-	c = ibf_rdm_rx_take(ep, &iov, r->desc, 1, FI_ADDR_UNSPEC, 0, 0, 0,
+	c = ibf_rdm_rx_take(ep, &iov, r->desc, 1, NULL, 0, 0, 0,
 			    r->op.context, 0);
 	c->op.user_comp = r->op.user_comp;
 	r->mr_off += take;
@@ -438,7 +464,8 @@ int ibf_rdm_trywait(struct ibf_rdm_ep *ep)
 /* Fill a receive op from the caller's arguments. */
 static struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 					  const struct iovec *iov, void **desc,
-					  size_t count, fi_addr_t src,
+					  size_t count,
+					  const struct ibf_name *want,
 					  uint64_t tag, uint64_t ignore,
 					  uint64_t flags, void *context,
 					  int tagged)
@@ -454,9 +481,7 @@ static struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 		r->desc[i] = desc ? desc[i] : NULL;
 	}
 	r->count = count;
-	r->want = (ep->info->caps & FI_DIRECTED_RECV) ? src : FI_ADDR_UNSPEC;
-	if (r->want == FI_ADDR_NOTAVAIL)
-		r->want = FI_ADDR_UNSPEC;
+	r->want = want;
 	r->op.tag = tag;
 	r->ignore = ignore;
 	r->tagged = tagged;
@@ -480,7 +505,9 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 			    uint64_t tag, uint64_t ignore, uint64_t flags,
 			    void *context, int tagged)
 {
+	const struct ibf_name *want;
 	struct ibf_rdm_op *r, *b;
+	int ret;
 	struct ibf_rdm_list *unexp;
 
 	if (unlikely(count > ep->rx_iov_limit || (count && !iov))) {
@@ -498,11 +525,12 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 	if (unlikely(!ep->enabled))
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
-	r = ibf_rdm_rx_take(ep, iov, desc, count, src, tag, ignore, flags,
-			    context, tagged);
+	ret = ibf_rdm_want(ep, src, &want);
+	r = likely(!ret) ? ibf_rdm_rx_take(ep, iov, desc, count, want, tag,
+					   ignore, flags, context, tagged) : NULL;
 	if (unlikely(!r)) {
 		ibf_lock_release(&ep->lock);
-		return -FI_EAGAIN;
+		return ret ? ret : -FI_EAGAIN;
 	}
 	unexp = tagged ? &ep->unexp_tag : &ep->unexp_msg;
 	if (unlikely(r->multi)) {
@@ -531,7 +559,9 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *msg,
 			    uint64_t flags)
 {
+	const struct ibf_name *want;
 	struct ibf_rdm_op *r, *b;
+	int ret;
 
 	if ((flags & FI_CLAIM) && !msg->context) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_CLAIM needs a "
@@ -539,11 +569,13 @@ static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *m
 		return -FI_EINVAL;
 	}
 	ibf_lock_acquire(&ep->lock);
-	r = ibf_rdm_rx_take(ep, NULL, NULL, 0, msg->addr, msg->tag, msg->ignore,
-			    FI_COMPLETION, msg->context, 1);
+	ret = ibf_rdm_want(ep, msg->addr, &want);
+	r = !ret ? ibf_rdm_rx_take(ep, NULL, NULL, 0, want, msg->tag,
+				   msg->ignore, FI_COMPLETION, msg->context, 1) :
+		   NULL;
 	if (!r) {
 		ibf_lock_release(&ep->lock);
-		return -FI_EAGAIN;
+		return ret ? ret : -FI_EAGAIN;
 	}
 	r->op.user_comp = 1;
 	b = ibf_rdm_find(&ep->unexp_tag, r);
@@ -585,7 +617,7 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 	}
 	ibf_lock_acquire(&ep->lock);
 	r = ibf_rdm_rx_take(ep, msg->msg_iov, msg->desc, msg->iov_count,
-			    FI_ADDR_UNSPEC, msg->tag, msg->ignore, flags,
+			    NULL, msg->tag, msg->ignore, flags,
 			    msg->context, 1);
 	if (!r) {
 		ibf_lock_release(&ep->lock);
