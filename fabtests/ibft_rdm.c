@@ -399,6 +399,19 @@ static void test_peek(void)
 	 * completes all the same. */
 	ok = !POST(fi_tsend(ns[0]->ep, s, big, NULL, ns[0]->peer[1], 8, s + 2));
 	ok = ok && !peek_until(ns[1], 8, FI_PEEK | FI_CLAIM, &ctx, &c);
+	/* A claim with more iovs than rx iov_limit is refused, not obeyed. */
+	if (ok) {
+		struct iovec many[64];
+		struct fi_msg_tagged m = {
+			.msg_iov = many, .iov_count = 64, .addr = FI_ADDR_UNSPEC,
+			.tag = 8, .context = &ctx,
+		};
+
+		for (int i = 0; i < 64; i++)
+			many[i] = (struct iovec){ r, 1 };
+		IBFT_EXPECT(fi_trecvmsg(ns[1]->ep, &m, FI_CLAIM), -FI_EINVAL,
+			    "rdm-claim-too-many-iovs");
+	}
 	ok = ok && !peek(ns[1], 8, FI_CLAIM | FI_DISCARD, &ctx, NULL, 0) &&
 	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
 	IBFT_CHECK(ok, "rdm-claim-discard", "no completion");

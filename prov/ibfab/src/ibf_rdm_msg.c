@@ -615,6 +615,13 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 			       "context no FI_PEEK | FI_CLAIM filled\n");
 		return -FI_EINVAL;
 	}
+	if (unlikely(msg->iov_count > ep->rx_iov_limit ||
+		     (msg->iov_count && !msg->msg_iov))) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_CLAIM with %zu "
+			       "iovs: rx iov_limit is %zu\n", msg->iov_count,
+			       ep->rx_iov_limit);
+		return -FI_EINVAL;
+	}
 	ibf_lock_acquire(&ep->lock);
 	r = ibf_rdm_rx_take(ep, msg->msg_iov, msg->desc, msg->iov_count,
 			    NULL, msg->tag, msg->ignore, flags,
