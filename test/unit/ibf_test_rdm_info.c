@@ -269,3 +269,18 @@ Test(rdm, domain_caps_in_direction_hints_tolerated)
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "%s", why);
 	fi_freeinfo(h);
 }
+
+/*
+ * MPI keeps more than a thousand receives posted on one endpoint, and
+ * Open MPI's MTL spins inside MPI_Irecv while the provider says
+ * -FI_EAGAIN: an RDM endpoint takes thousands unless told otherwise.
+ */
+Test(rdm, takes_thousands_of_posted_receives)
+{
+	struct fi_info *h = ompi_hints();
+
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "%s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_geq(tmpl->rx_attr->size, 4096);
+	fi_freeinfo(h);
+}

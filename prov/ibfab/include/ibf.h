@@ -94,6 +94,7 @@ void ibf_params_load(void);
 #define IBF_CQ_DATA_SIZE 4
 #define IBF_RDM_CQ_DATA_SIZE 8	/* carried in the RDM header */
 #define IBF_RDM_IOV_LIMIT 4
+#define IBF_RDM_RX_SIZE 4096	/* posted receives an RDM endpoint takes */
 #define IBF_RDM_MAX_MSG_SIZE (1ULL << 32)
 #define IBF_MR_KEY_SIZE 4
 /* Tagged mode: each message carries this before its payload. */

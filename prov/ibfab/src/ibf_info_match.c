@@ -467,7 +467,13 @@ int ibf_info_narrow(struct fi_info *info, uint32_t version,
 	struct fi_rx_attr *rx = info->rx_attr;
 
 	tx->size = ibf_pick(htx ? htx->size : 0, ibf_params.tx_size, tx->size);
-	rx->size = ibf_pick(hrx ? hrx->size : 0, ibf_params.rx_size, rx->size);
+	/*
+	 * An RDM receive is a software entry until a message matches it, and
+	 * MPI libraries keep thousands posted (a full queue would stall them
+	 * inside MPI_Irecv): its default is larger than a queue pair's.
+	 */
+	rx->size = ibf_pick(hrx ? hrx->size : 0, ibf_is_rdm(info) ?
+			    IBF_RDM_RX_SIZE : ibf_params.rx_size, rx->size);
 	tx->iov_limit = ibf_pick(htx ? htx->iov_limit : 0,
 				 ibf_params.tx_iov_limit, tx->iov_limit);
 	rx->iov_limit = ibf_pick(hrx ? hrx->iov_limit : 0,

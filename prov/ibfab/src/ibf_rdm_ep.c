@@ -588,12 +588,14 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	size_t tx = info->tx_attr && info->tx_attr->size ? info->tx_attr->size :
 		    ibf_params.tx_size;
 	size_t rx = info->rx_attr && info->rx_attr->size ? info->rx_attr->size :
-		    ibf_params.rx_size;
+		    IBF_RDM_RX_SIZE;
 
 	ep->ntx = (uint32_t)IBF_MIN(tx, 16384);
 	ep->nrx = (uint32_t)IBF_MIN(rx, 16384);
-	ep->nbounce = (uint32_t)IBF_MIN(rx, (size_t)(da->max_srq_wr ?
-						      da->max_srq_wr : 256));
+	/* Eager buffers: FI_IBFAB_RX_SIZE of them, however many receives. */
+	ep->nbounce = (uint32_t)IBF_MIN(IBF_MIN(rx, ibf_params.rx_size),
+					(size_t)(da->max_srq_wr ?
+						 da->max_srq_wr : 256));
 	ep->eager_size = ibf_params.eager_size;
 	ep->slot = sizeof(struct ibf_rdm_hdr) +
 		   IBF_MAX(ep->eager_size, sizeof(struct ibf_rdm_rts));
