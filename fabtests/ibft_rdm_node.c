@@ -42,10 +42,14 @@ struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 				      .flags = want_av_flags };
 	struct fi_info *hints = rdm_hints(caps);
 	struct node *n = calloc(1, sizeof(*n));
+	long t[4];
 	int ret;
 
+	/* How long until the endpoint takes connections: said, not judged. */
+	t[0] = now_ms();
 	ret = fi_getinfo(FI_VERSION(1, 17), node_addr(i), NULL, FI_SOURCE,
 			 hints, &n->info);
+	t[1] = now_ms();
 	fi_freeinfo(hints);
 	if (ret) {
 		IBFT_CHECK(0, "rdm-open", "fi_getinfo(%s): %s", node_addr(i),
@@ -61,6 +65,7 @@ struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 	n->av_map = av_attr.map_addr;
 	if (!ret)
 		ret = fi_cq_open(n->domain, &cq_attr, &n->cq, n);	/* fi_poll names it */
+	t[2] = now_ms();
 	if (!ret)
 		ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
 	if (!ret)
@@ -69,6 +74,11 @@ struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV | cq_flags);
 	if (!ret)
 		ret = fi_enable(n->ep);
+	t[3] = now_ms();
+	if (!ret && !nnodes)
+		printf("# open: fi_getinfo %ld ms, fabric/domain/av/cq %ld ms, "
+		       "fi_endpoint to fi_enable %ld ms\n", t[1] - t[0],
+		       t[2] - t[1], t[3] - t[2]);
 	n->namelen = sizeof(n->name);
 	if (!ret)
 		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
