@@ -135,6 +135,8 @@ static void client_takes_pep_address(void)
 {
 	struct fi_info *hints = ibft_msg_hints_addr(), *src = NULL, *info = NULL;
 	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_FD };
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_CONTEXT };
+	struct fid_cq *cq = NULL;
 	struct sockaddr_storage want, got;
 	struct sockaddr_in *sin = (struct sockaddr_in *)&want;
 	struct fid_fabric *fabric = NULL;
@@ -152,11 +154,15 @@ static void client_takes_pep_address(void)
 		ret = fi_fabric(src->fabric_attr, &fabric, NULL);
 	if (!ret)
 		ret = fi_eq_open(fabric, &eq_attr, &eq, NULL);
-	if (!ret)
-		ret = fi_passive_ep(fabric, src, &pep, NULL);
 	memset(&want, 0, sizeof(want));
-	if (!ret)
+	if (!ret) {
+		/* Unbound, as fi_msg_sockets opens it: fi_setname binds it. */
 		memcpy(&want, src->src_addr, src->src_addrlen);
+		free(src->src_addr);
+		src->src_addr = NULL;
+		src->src_addrlen = 0;
+		ret = fi_passive_ep(fabric, src, &pep, NULL);
+	}
 	sin->sin_port = htons((uint16_t)(atoi(ibft_opts.port) + 2000));
 	if (!ret)
 		ret = fi_setname(&pep->fid, &want, sizeof(*sin));
@@ -177,7 +183,11 @@ static void client_takes_pep_address(void)
 		   ntohs(sin->sin_port));
 	fi_close(&pep->fid);
 	pep = NULL;
-	ret = fi_ep_bind(ep, &eq->fid, 0);
+	ret = fi_cq_open(domain, &cq_attr, &cq, NULL);
+	if (!ret)
+		ret = fi_ep_bind(ep, &eq->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV);
 	if (!ret)
 		ret = fi_enable(ep);
 	len = sizeof(got);
@@ -188,6 +198,8 @@ static void client_takes_pep_address(void)
 out:
 	if (ep)
 		fi_close(&ep->fid);
+	if (cq)
+		fi_close(&cq->fid);
 	if (pep)
 		fi_close(&pep->fid);
 	if (domain)

@@ -230,10 +230,18 @@ static int ibf_discover(struct ibf_port_addr **out)
 static int ibf_route(const struct sockaddr *src, const struct sockaddr *dst,
 		     struct sockaddr_storage *local)
 {
+	struct sockaddr_storage from;
 	struct rdma_cm_id *id;
 	char buf[80];
 	int ret;
 
+	/* Only the route matters: the source's port may be bound already. */
+	if (src) {
+		memset(&from, 0, sizeof(from));
+		memcpy(&from, src, ibf_addr_len(src));
+		ibf_addr_set_port((struct sockaddr *)&from, 0);
+		src = (struct sockaddr *)&from;
+	}
 	if (rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP))
 		return -FI_ENOMEM;
 	ret = rdma_resolve_addr(id, (struct sockaddr *)src, (struct sockaddr *)dst,
@@ -296,6 +304,16 @@ static int ibf_addr_request(const char *node, const char *service,
 			return ret;
 		*(source ? &req->has_src : &req->has_dst) = 1;
 	}
+	if (hints && !req->has_src && hints->handle &&
+	    hints->handle->fclass == FI_CLASS_PEP) {
+		/* The passive endpoint's address is the source (fi_endpoint(3)). */
+		size_t len = sizeof(req->src);
+
+		ret = fi_getname(hints->handle, &req->src, &len);
+		if (ret)
+			return ret;
+		req->has_src = 1;
+	}
 	if (hints && !req->has_src) {
 		ret = ibf_copy_hint_addr(hints->src_addr, hints->src_addrlen, &req->src);
 		if (ret < 0)
@@ -346,6 +364,8 @@ static struct fi_info *ibf_info_for(const struct ibf_port_addr *pa,
 	if (ibf_info_match(info, version, hints, why, why_len))
 		goto drop;
 	ibf_info_narrow(info, version, hints);
+	if (hints && hints->handle && hints->handle->fclass == FI_CLASS_PEP)
+		info->handle = hints->handle;
 	if (req->has_src)
 		ibf_addr_set_port(info->src_addr,
 				  ibf_addr_port((const struct sockaddr *)&req->src));
