@@ -4,7 +4,9 @@
  * so the same program runs over ob1/tcp, verbs;ofi_rxm and ibfab:
  *   mpirun -np 4 --mca pml cm --mca mtl ofi \
  *          --mca mtl_ofi_provider_include ibfab ibft_mpi_sem [mt]
- * "mt" asks for MPI_THREAD_MULTIPLE.  Needs 2 or more ranks (an even number
+ * "mt" asks for MPI_THREAD_MULTIPLE.  IBFT_MPI_SKIP names tests not to run
+ * (intercomm chains mprobe directed nbc persistent datatypes zero replace
+ * many), each reported as a skip with IBFT_MPI_SKIP_WHY.  Needs 2 or more ranks (an even number
  * for the intercommunicator checks).  Rank 0 prints one "ok"/"not ok" line
  * per check and "# mpi-sem: checks passed N, failed N"; exit 1 on failure.
  */
@@ -49,6 +51,24 @@ static int verify(const unsigned char *p, size_t len, unsigned seed)
 	for (size_t i = 0; i < len; i++)
 		if (p[i] != pattern(seed, i))
 			return 0;
+	return 1;
+}
+
+/*
+ * A test a reference transport is known to get wrong, named in
+ * IBFT_MPI_SKIP (its reason in IBFT_MPI_SKIP_WHY): said, not run.
+ */
+static int skipped(const char *name)
+{
+	const char *list = getenv("IBFT_MPI_SKIP"), *why = getenv("IBFT_MPI_SKIP_WHY");
+
+	if (!list || !strstr(list, name))
+		return 0;
+	if (rank == 0) {
+		printf("skip - mpi-sem-%s [%d ranks]: %s\n", name, size,
+		       why ? why : "IBFT_MPI_SKIP");
+		fflush(stdout);
+	}
 	return 1;
 }
 
@@ -488,16 +508,26 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	check(provided >= want, "thread-level");
-	test_intercomm();
-	test_comm_chains();
-	test_mprobe();
-	test_any_and_directed();
-	test_nbc_overlap();
-	test_persistent();
-	test_datatypes();
-	test_zero_bytes();
-	test_sendrecv_replace();
-	test_many_outstanding();
+	static const struct {
+		const char *name;
+		void (*run)(void);
+	} tests[] = {
+		{ "intercomm", test_intercomm },
+		{ "chains", test_comm_chains },
+		{ "mprobe", test_mprobe },
+		{ "directed", test_any_and_directed },
+		{ "nbc", test_nbc_overlap },
+		{ "persistent", test_persistent },
+		{ "datatypes", test_datatypes },
+		{ "zero", test_zero_bytes },
+		{ "replace", test_sendrecv_replace },
+		{ "many", test_many_outstanding },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		if (!skipped(tests[i].name))
+			tests[i].run();
 	if (rank == 0) {
 		printf("# mpi-sem: checks passed %d, failed %d\n", passed, failed);
 		fflush(stdout);
