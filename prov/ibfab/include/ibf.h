@@ -605,7 +605,7 @@ extern struct fi_ops_tagged ibf_tagged_ops;
 
 /* A receive that waits for a multi-receive buffer's release. */
 struct ibf_rx_wait {
-	struct ibv_sge sge[IBF_MAX_SGE];
+	struct ibv_sge *sge;	/* rx_iov_limit of them, after the FIFO */
 	uint32_t count;
 	size_t len;
 	void *buf;

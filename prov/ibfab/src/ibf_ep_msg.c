@@ -463,6 +463,26 @@ static int ibf_ep_take_id(struct ibf_ep *ep, const struct fi_info *info,
 	return ret;
 }
 
+/*
+ * The FIFO of receives that wait for a multi-receive buffer: one block,
+ * the entries first, then rx_iov_limit SGEs for each (not IBF_MAX_SGE:
+ * every FI_EP_MSG endpoint may receive into multi-receive buffers).
+ */
+static int ibf_ep_rx_wait_init(struct ibf_ep *ep)
+{
+	struct ibv_sge *sge;
+	uint32_t i;
+
+	ep->rx_wait = calloc(ep->rx.size, sizeof(*ep->rx_wait) +
+			     ep->rx_iov_limit * sizeof(*sge));
+	if (!ep->rx_wait)
+		return -FI_ENOMEM;
+	sge = (struct ibv_sge *)(ep->rx_wait + ep->rx.size);
+	for (i = 0; i < ep->rx.size; i++)
+		ep->rx_wait[i].sge = sge + i * ep->rx_iov_limit;
+	return 0;
+}
+
 static void ibf_ep_size(struct ibf_ep *ep, const struct fi_info *info)
 {
 	const struct ibv_device_attr *dev = &ep->domain->dev_attr;
@@ -534,11 +554,9 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	if (ret)
 		goto err;
 	if (info->caps & FI_MULTI_RECV) {
-		ep->rx_wait = calloc(ep->rx.size, sizeof(*ep->rx_wait));
-		if (!ep->rx_wait) {
-			ret = -FI_ENOMEM;
+		ret = ibf_ep_rx_wait_init(ep);
+		if (ret)
 			goto err;
-		}
 	}
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;
