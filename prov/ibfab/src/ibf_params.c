@@ -54,9 +54,9 @@ static struct ibf_size_param ibf_size_params[] = {
 	  "per peer: device memory spent per peer (default: 256)" },
 	{ "rdm_connect_timeout", &ibf_params.rdm_connect_ms, 0, 3600000,
 	  "How long, in milliseconds, an FI_EP_RDM endpoint keeps trying to "
-	  "connect to a peer that refuses (not listening yet) or cannot be "
-	  "reached, with growing pauses, before the operations waiting for it "
-	  "fail; 0 tries once (default: 10000)" },
+	  "connect to a peer where nothing listens yet, or whose address or "
+	  "route cannot be resolved, with growing pauses, before the operations "
+	  "waiting for it fail; 0 tries once (default: 10000)" },
 	{ "cq_size", &ibf_params.cq_size, 1, 1 << 22,
 	  "Default completion queue size; it grows as endpoints are bound, within the device's limit (default: 1024)" },
 };

@@ -21,12 +21,12 @@
  * completions) is left in ep->failed and picked up by the CQ
  * (ibf_rdm_cm_deliver), since this thread never touches a CQ.
  *
- * A peer that refuses (nothing listens on its address yet: an RDM
- * endpoint is connectionless to the application, so a peer that starts a
- * little later is no error) or cannot be reached is tried again, with
- * pauses that double from 10 ms to 1 s, until FI_IBFAB_RDM_CONNECT_TIMEOUT
- * has passed since the first try; only then do the queued operations fail.
- * A refusal by an ibfab peer itself (a consumer reject) is final.
+ * A peer where nothing listens yet (an RDM endpoint is connectionless to
+ * the application, so a peer that starts a little later is no error), or
+ * whose address or route cannot be resolved, is tried again, with pauses
+ * that double from 10 ms to 1 s, until FI_IBFAB_RDM_CONNECT_TIMEOUT has
+ * passed since the first try; only then do the queued operations fail.
+ * Other refusals and a request that timed out are final.
  *
  * rdma_destroy_id waits for the id's events to be acked, so ids are never
  * destroyed while their event is handled: dead ones go to a graveyard
@@ -335,8 +335,8 @@ static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 /* id->context of a failed attempt, destroyed once its event is acked. */
 static char ibf_rdm_attempt_over;
 
-/* IB CM's reject reason when the peer's software said no. */
-#define IBF_REJ_CONSUMER 28
+/* IB CM's reject reason when nothing listens on the service (port). */
+#define IBF_REJ_NO_LISTENER 8
 
 #define IBF_RETRY_FIRST_MS 10
 #define IBF_RETRY_MAX_MS 1000
@@ -675,18 +675,25 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 			conn->id = NULL;
 			__atomic_store_n(&conn->state, IBF_CONN_WAITING,
 					 __ATOMIC_RELEASE);
-		} else if (ev->status == IBF_REJ_CONSUMER) {
-			ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
-		} else {
+		} else if (ev->status == IBF_REJ_NO_LISTENER) {
 			/* Nothing listens there (yet). */
 			ibf_rdm_conn_retry(conn, -FI_ECONNREFUSED);
+		} else {
+			ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
 		}
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
+		ibf_rdm_conn_retry(conn, -FI_EHOSTUNREACH);
+		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
-		ibf_rdm_conn_retry(conn, -FI_EHOSTUNREACH);
+		/*
+		 * Not retried: the peer may have accepted a request whose
+		 * answer was lost, and a second attempt would end that
+		 * connection with messages on it.
+		 */
+		ibf_rdm_conn_fail(conn, -FI_EHOSTUNREACH);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
