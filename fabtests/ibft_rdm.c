@@ -820,6 +820,65 @@ out:
 }
 
 /*
+ * FI_MULTI_RECV with few receive ops (rx_attr->size 16): messages arrive
+ * into the buffer faster than the receiver reads their completions, so some
+ * find no op to report them and must wait for one.  Every message still
+ * lands, in order, one after another, as completions are read.
+ */
+static void test_multi_recv_few_ops(void)
+{
+	enum { BUF = 65536, MIN = 256, LEN = 100, N = 48 };
+	uint8_t *rbuf = xbuf(BUF), *s = xbuf(LEN * N);
+	size_t min = MIN, off = 0;
+	struct iovec iov = { rbuf, BUF };
+	struct node *ns[2];
+	struct fi_msg msg;
+	struct comp c;
+	int i, ok, sent = 0;
+
+	want_rx_size = 16;
+	ns[0] = node_open(0, FI_MSG | FI_MULTI_RECV, 0);
+	ns[1] = node_open(1, FI_MSG | FI_MULTI_RECV, 0);
+	want_rx_size = 0;
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ok = !fi_setopt(&ns[1]->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+			&min, sizeof(min));
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.iov_count = 1;
+	msg.addr = FI_ADDR_UNSPEC;
+	msg.context = rbuf;
+	ok = ok && !fi_recvmsg(ns[1]->ep, &msg, FI_MULTI_RECV);
+	for (i = 0; ok && i < N; i++) {
+		ibft_fill(s + i * LEN, LEN, i);
+		ok = !POST(fi_send(ns[0]->ep, s + i * LEN, LEN, NULL,
+				   ns[0]->peer[1], s + i * LEN));
+	}
+	/* No one progresses: the arrivals pile up at the receiver's device. */
+	usleep(300000);
+	for (i = 0; ok && i < N; i++) {
+		ok = !wait_comp(ns[1], &c, WAIT_MS) && !c.err &&
+		     c.e.op_context == rbuf && c.e.len == LEN &&
+		     (uint8_t *)c.e.buf == rbuf + off && ibft_verify(rbuf + off, LEN, i);
+		off += LEN;
+		if (!ok)
+			printf("# message %d: err %d len %zu buf +%td\n", i, c.err,
+			       c.e.len, (uint8_t *)c.e.buf - rbuf);
+	}
+	IBFT_CHECK(ok, "rdm-multi-recv-few-ops", "%d of %d messages landed in "
+		   "order with 16 receive ops", i - !ok, N);
+	while (sent < N && !wait_comp(ns[0], &c, WAIT_MS) && !c.err)
+		sent++;
+	IBFT_CHECK(sent == N, "rdm-multi-recv-few-ops-sends", "%d of %d sends "
+		   "completed", sent, N);
+out:
+	free(rbuf);
+	free(s);
+	close_all();
+}
+
+/*
  * FI_PROGRESS_AUTO: a rendezvous send completes while only the sender
  * reads its CQ; the receiver's reads and FIN happen without it.
  */
@@ -924,8 +983,10 @@ int main(int argc, char **argv)
 		test_shared_av();
 	if (RUN("poll"))
 		test_poll();
-	if (RUN("multirecv"))
+	if (RUN("multirecv")) {
 		test_multi_recv();
+		test_multi_recv_few_ops();
+	}
 	if (RUN("auto"))
 		test_auto_progress();
 	if (RUN("threads"))

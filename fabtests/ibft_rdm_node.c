@@ -13,6 +13,7 @@ const char *want_av_name;
 uint64_t want_av_flags;
 enum fi_wait_obj want_wait = FI_WAIT_NONE;
 enum fi_threading want_threading = FI_THREAD_DOMAIN;
+size_t want_rx_size;
 
 struct fi_info *rdm_hints(uint64_t caps)
 {
@@ -25,6 +26,7 @@ struct fi_info *rdm_hints(uint64_t caps)
 	h->domain_attr->mr_mode = 0;
 	h->domain_attr->threading = want_threading;
 	h->domain_attr->data_progress = want_progress;
+	h->rx_attr->size = want_rx_size;
 	return h;
 }
 

@@ -44,6 +44,7 @@ extern int nnodes;
 /* What node_open asks for; FI_PROGRESS_UNSPEC: the provider's default. */
 extern enum fi_progress want_progress;
 extern enum fi_threading want_threading;
+extern size_t want_rx_size;	/* rx_attr->size to ask for; 0: the default */
 /* A named AV to open (with want_av_flags, e.g. FI_READ), or NULL. */
 extern const char *want_av_name;
 extern uint64_t want_av_flags;

@@ -269,6 +269,13 @@ struct ibf_rdm_ep {
 	struct ibf_rdm_op *tx_free, *rx_free;
 	struct ibf_rdm_list recv_msg, recv_tag;	/* posted receives */
 	struct ibf_rdm_list unexp_msg, unexp_tag;	/* held bounces */
+	/*
+	 * Set when messages for a posted multi-receive buffer found no op
+	 * free to report them: they wait in unexp_msg, in order, for freed
+	 * ops.  Cleared by the drain that finds none left.
+	 */
+	int multi_waiting;
+	int multi_draining;
 	int soft_reserved;
 };
 

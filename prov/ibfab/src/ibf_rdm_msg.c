@@ -57,6 +57,8 @@ static void ibf_rdm_op_free(struct ibf_rdm_op *op)
 }
 
 /* err: 0 or -FI_E*; the CQ reports it positive, as fi_cq_readerr does. */
+static void ibf_rdm_multi_drain(struct ibf_rdm_ep *ep);
+
 void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 {
 	ibf_rdm_unregister(op);
@@ -69,6 +71,8 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 	}
 	if (!err && !op->op.user_comp) {
 		ibf_rdm_op_free(op);
+		if (unlikely(op->ep->multi_waiting))
+			ibf_rdm_multi_drain(op->ep);
 		return;
 	}
 	op->op.err = -err;
@@ -84,6 +88,8 @@ void ibf_rdm_release(struct ibf_op *o)
 
 	ibf_lock_acquire(&ep->lock);
 	ibf_rdm_op_free(op);
+	if (unlikely(ep->multi_waiting))
+		ibf_rdm_multi_drain(ep);
 	ibf_lock_release(&ep->lock);
 }
 
@@ -315,6 +321,33 @@ static void ibf_rdm_deliver_multi(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	ibf_rdm_deliver(ep, c, b);
 }
 
+/*
+ * Give the messages waiting for a multi-receive buffer (ep->multi_waiting)
+ * the ops freed since, oldest first, so that none is overtaken by a later
+ * arrival or left behind once ops are free again.  Not reentered: a
+ * delivery may complete (and free) a silent op, which calls here.
+ */
+static void ibf_rdm_multi_drain(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_op *b, *next, *r;
+
+	if (ep->multi_draining)
+		return;
+	ep->multi_draining = 1;
+	for (b = ep->unexp_msg.head; b && ep->rx_free; b = next) {
+		next = b->next;
+		for (r = ep->recv_msg.head; r; r = r->next)
+			if (r->multi && ibf_rdm_match(r, b))
+				break;
+		if (!r)
+			continue;	/* waits for a receive, not for an op */
+		ibf_rdm_list_remove(&ep->unexp_msg, b);
+		ibf_rdm_deliver_multi(ep, r, b);
+	}
+	ep->multi_waiting = b != NULL;	/* ran out of ops before the end */
+	ep->multi_draining = 0;
+}
+
 static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			    const struct ibv_wc *wc)
 {
@@ -362,12 +395,17 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_rdm_deliver(ep, r, b);
 		return;
 	}
-	if (r && ep->rx_free) {
+	if (r && ep->rx_free && likely(!ep->multi_waiting)) {
 		ibf_rdm_deliver_multi(ep, r, b);
 		return;
 	}
 	b->state = IBF_RDM_BOUNCE_HELD;
 	ibf_rdm_list_append(b->tagged ? &ep->unexp_tag : &ep->unexp_msg, b);
+	if (r) {
+		/* No op to report it, or older ones wait: behind them. */
+		ep->multi_waiting = 1;
+		ibf_rdm_multi_drain(ep);
+	}
 }
 
 /* A verbs completion of one of our ops (ep->lock held). */
@@ -541,6 +579,8 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 			ibf_rdm_list_remove(unexp, b);
 			ibf_rdm_deliver_multi(ep, r, b);
 		}
+		if (!ep->rx_free && r->state == IBF_RDM_RX_POSTED)
+			ep->multi_waiting = 1;	/* the rest as ops free */
 		ibf_lock_release(&ep->lock);
 		return 0;
 	}
