@@ -336,7 +336,8 @@ void ibf_rdm_credit_return(struct ibf_rdm_op *op);
 /* Park op until conn has a free slot (ep->lock held). */
 void ibf_rdm_stall(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
 /* Post a send whose header is in op->mem (conn filled in here);
- * -FI_EAGAIN when conn's send queue is full. */
+ * -FI_EAGAIN when conn's send queue is full, -FI_ENOTCONN when conn has no
+ * QP (it ended, perhaps since the caller saw it connected). */
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_sge *sge, int nsge, int inl);
 /* Work the connection thread left for progress (CQ lock, not ep lock). */

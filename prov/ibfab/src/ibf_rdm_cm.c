@@ -198,9 +198,18 @@ static void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err)
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_sge *sge, int nsge, int inl)
 {
+	/*
+	 * Loaded once: the connection thread clears conn->id when the
+	 * connection ends, possibly after the caller saw it CONNECTED.  A
+	 * dead id's QP lives on (in the error state) until the endpoint
+	 * closes, so a post that loaded it just before completes flushed.
+	 */
+	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
 	struct ibv_send_wr wr = { 0 }, *bad;
 	int ret;
 
+	if (unlikely(!id || !id->qp))
+		return -FI_ENOTCONN;
 	if (unlikely(!ibf_rdm_credit_take(conn)))
 		return -FI_EAGAIN;
 	wr.wr_id = (uintptr_t)&op->op;
@@ -212,7 +221,7 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	op->post_conn = conn;
 	op->post_epoch = conn->epoch;
 	__atomic_add_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
-	ret = ibv_post_send(conn->id->qp, &wr, &bad);
+	ret = ibv_post_send(id->qp, &wr, &bad);
 	if (unlikely(ret)) {
 		__atomic_sub_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&conn->credits, 1, __ATOMIC_RELEASE);
@@ -489,8 +498,10 @@ ssize_t ibf_rdm_conn_submit(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	pthread_mutex_lock(&ep->cm_lock);
 	switch (__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE)) {
 	case IBF_CONN_CONNECTED:
+		/* Under cm_lock: the connection cannot end meanwhile. */
+		ret = ibf_rdm_post_built(conn, op);
 		pthread_mutex_unlock(&ep->cm_lock);
-		return ibf_rdm_post_built(conn, op);
+		return ret;
 	case IBF_CONN_IDLE:
 		ret = ibf_rdm_conn_start(conn);
 		break;

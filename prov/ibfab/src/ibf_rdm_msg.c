@@ -186,10 +186,12 @@ static ssize_t ibf_rdm_send(struct ibf_rdm_ep *ep, const struct iovec *iov,
 		ret = ibf_rdm_rts_build(ep, op, iov, count, len);
 	}
 	if (likely(!ret)) {
+		ret = -FI_ENOTCONN;
 		if (likely(__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE) ==
 			   IBF_CONN_CONNECTED))
 			ret = ibf_rdm_post_built(conn, op);
-		else
+		/* Not up, or it ended since we looked: queue and (re)connect. */
+		if (ret == -FI_ENOTCONN)
 			ret = ibf_rdm_conn_submit(conn, op);
 	}
 	if (unlikely(ret)) {
