@@ -879,6 +879,70 @@ out:
 }
 
 /*
+ * The wire between two connected endpoints goes away and comes back, as
+ * when a cable is pulled or the peer's node reboots: no rdma_cm event says
+ * so, only the sends' retries run out.  A send across the dead wire
+ * completes in error; once the wire is back, the next send gets through on
+ * a new connection.  The commands that take the wire down and up come from
+ * IBFT_LINK_DOWN and IBFT_LINK_UP (run-suite sets them in the guest, where
+ * the wire is a veth pair); without them the test is skipped.
+ */
+static void test_link_down(void)
+{
+	const char *down = getenv("IBFT_LINK_DOWN"), *up = getenv("IBFT_LINK_UP");
+	uint8_t m[64] = "across", r[64];
+	struct node *ns[2];
+	struct comp c;
+	int ok, i;
+
+	if (!down || !up || !ibft_opts.dst) {
+		printf("skip - rdm-link-down [%s]: needs IBFT_LINK_DOWN, "
+		       "IBFT_LINK_UP and two devices (-d)\n", ibft_opts.prov);
+		return;
+	}
+	/* Measured in the guest: no completion in 120 s. */
+	if (ibft_deviates("verbs;ofi_rxm", "rdm-link-down", "verbs connects "
+			  "with retry_count 7, which Soft-RoCE takes as retry "
+			  "for ever: a send across a dead wire never completes"))
+		return;
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ok = !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 1, 0, r) &&
+	     !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 1, m)) &&
+	     !wait_comp(ns[0], &c, WAIT_MS) && !c.err &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	if (!IBFT_CHECK(ok, "rdm-link-down-before", "no exchange over the wire"))
+		goto out;
+	ok = system(down) == 0;
+	ok = ok && !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 2, m));
+	/* Retries run out in seconds to tens of seconds, by the device. */
+	ok = ok && !wait_comp(ns[0], &c, 120000);
+	IBFT_CHECK(ok && c.err && c.e.op_context == m, "rdm-link-down-error",
+		   "a send across the dead wire: err %d", ok ? c.err : 0);
+	ok = system(up) == 0;
+	sleep(2);	/* the port comes back up */
+	ok = ok && !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 3, 0, r);
+	/* The first sends may still meet the wire coming up: a few tries. */
+	for (i = 0; ok && i < 5; i++) {
+		ok = !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 3, m)) &&
+		     !wait_comp(ns[0], &c, 60000);
+		if (ok && !c.err)
+			break;
+		printf("# link back, send %d: err %d\n", i, ok ? c.err : -1);
+	}
+	ok = ok && !c.err && !wait_comp(ns[1], &c, WAIT_MS) && !c.err &&
+	     c.e.op_context == r && !memcmp(r, m, sizeof(m));
+	IBFT_CHECK(ok, "rdm-link-down-reconnect", "no message once the wire was "
+		   "back");
+out:
+	if (up)
+		(void)!system(up);
+	close_all();
+}
+
+/*
  * FI_PROGRESS_AUTO: a rendezvous send completes while only the sender
  * reads its CQ; the receiver's reads and FIN happen without it.
  */
@@ -933,7 +997,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|trunc|cqdata|many|sread|burst|sharedav|poll|multirecv|auto|threads|simul|deadpeer)");
+		   "directed|peek|cancel|trunc|cqdata|many|sread|burst|sharedav|poll|multirecv|auto|threads|simul|deadpeer|linkdown)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -995,5 +1059,7 @@ int main(int argc, char **argv)
 		test_simultaneous();
 	if (RUN("deadpeer"))
 		test_dead_peer();
+	if (t && !strcmp(t, "linkdown"))	/* named only: it cuts the wire */
+		test_link_down();
 	return ibft_finish();
 }

@@ -340,6 +340,9 @@ void ibf_rdm_stall(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
  * QP (it ended, perhaps since the caller saw it connected). */
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_sge *sge, int nsge, int inl);
+/* A work request of conn's life epoch failed (not flushed) with err: that
+ * life ends, as on a disconnect (ep->lock held). */
+void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err);
 /* Work the connection thread left for progress (CQ lock, not ep lock). */
 void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep);
 /* The connection a received header names; NULL if none. */

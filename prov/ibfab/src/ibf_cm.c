@@ -84,7 +84,13 @@ void ibf_cm_param_init(const struct ibv_device_attr *dev,
 	/* RDMA reads in flight, each way. */
 	cp->responder_resources = (uint8_t)IBF_MIN(dev->max_qp_rd_atom, 255);
 	cp->initiator_depth = (uint8_t)IBF_MIN(dev->max_qp_init_rd_atom, 255);
-	cp->retry_count = 7;
+	/*
+	 * Transport retries before a send fails with a retry error: a dead
+	 * peer node (or wire) must end in an error, not a hang.  6, not the
+	 * field's largest value 7: Soft-RoCE (rdma_rxe) takes 7 to mean
+	 * "retry for ever", as 7 means for rnr_retry.
+	 */
+	cp->retry_count = 6;
 	cp->rnr_retry_count = 7;	/* wait for receives as long as it takes */
 }
 

@@ -195,6 +195,28 @@ static void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err)
 	ibf_rdm_conn_end(conn, err, 0);
 }
 
+/*
+ * A work request posted on conn in its life "epoch" failed other than by a
+ * flush: retries exhausted (the peer's node or link is gone), a remote or
+ * local access or protection error.  The QP is in the error state for good,
+ * and no rdma_cm event may ever say so (a node that dies sends no
+ * disconnect): end that life as a disconnect would, so that what waits on
+ * it fails and the next send connects anew.  ep->lock held.
+ */
+void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct rdma_cm_id *id;
+
+	pthread_mutex_lock(&ep->cm_lock);
+	id = conn->id;
+	if (epoch == conn->epoch && id && conn->established) {
+		rdma_disconnect(id);	/* the peer learns, if it can hear */
+		ibf_rdm_conn_fail(conn, err);
+	}
+	pthread_mutex_unlock(&ep->cm_lock);
+}
+
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_sge *sge, int nsge, int inl)
 {

@@ -422,6 +422,10 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
 	}
 	__atomic_sub_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
 	ibf_rdm_credit_return(op);
+	if (unlikely(wc->status != IBV_WC_SUCCESS &&
+		     wc->status != IBV_WC_WR_FLUSH_ERR) && op->post_conn)
+		ibf_rdm_conn_broken(op->post_conn, op->post_epoch,
+				    -ibf_wc_status_to_fi(wc->status));
 	if (op->is_bounce)
 		ibf_rdm_bounce_post(ep, op);	/* its FIN went */
 	else if (op->state == IBF_RDM_RX_READ)
