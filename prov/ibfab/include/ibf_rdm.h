@@ -148,6 +148,13 @@ struct ibf_rdm_conn {
 	int credits;
 	struct ibf_rdm_op *stalled_head, *stalled_tail;
 	int established;	/* its QP is up (cm_lock; read as a hint) */
+	/*
+	 * The number of its current QP (atomic): an arrival is this
+	 * connection's only if it came in on this QP.  The index in a header
+	 * just says where to look; the peer cannot pose as another, and
+	 * nothing from a dead QP of this connection is taken as current.
+	 */
+	uint32_t qp_num;
 	/* Connecting to a peer not there yet (cm_lock): when to give up,
 	 * when to try next, and the pause after that. */
 	uint64_t retry_until_ns, retry_at_ns;
@@ -193,6 +200,7 @@ struct ibf_rdm_op {
 	uint32_t post_epoch;	/* its connection's life at its last post */
 	struct ibf_rdm_conn *post_conn;	/* the connection of its last post */
 	int reads_left;		/* reads in flight; an RTS: its wc and FIN */
+	int fin_seen;		/* an RTS: its FIN came (a second is ignored) */
 	int read_err;
 	/* Where the next read starts: sender's segment, our iov, bytes left. */
 	uint32_t rd_seg;
@@ -277,6 +285,7 @@ struct ibf_rdm_ep {
 	int multi_waiting;
 	int multi_draining;
 	int soft_reserved;
+	uint64_t dropped;	/* arrivals that did not fit: never acted on */
 };
 
 /* Reads in flight per receive: enough to keep the link busy, few enough

@@ -182,6 +182,7 @@ static void ibf_rdm_conn_end(struct ibf_rdm_conn *conn, int err, int keep_queue)
 	ibf_rdm_bury(ep, conn->id);
 	ibf_rdm_bury(ep, conn->loser);
 	conn->id = conn->loser = NULL;
+	__atomic_store_n(&conn->qp_num, 0, __ATOMIC_RELEASE);
 	conn->established = 0;
 	__atomic_store_n(&conn->credits, (int)ep->sq_depth, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&conn->epoch, 1, __ATOMIC_RELEASE);
@@ -265,6 +266,7 @@ int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	if (((struct ibf_rdm_hdr *)op->mem)->type == IBF_RDM_RTS) {
 		op->state = IBF_RDM_TX_RTS;
 		op->reads_left = 2;	/* its own completion, and the FIN */
+		op->fin_seen = 0;
 	} else {
 		op->state = IBF_RDM_TX;
 	}
@@ -574,6 +576,7 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 		ibf_rdm_bury(ep, id);
 		return;
 	}
+	__atomic_store_n(&conn->qp_num, id->qp->qp_num, __ATOMIC_RELEASE);
 	ibf_rdm_cm_data(ep, conn, &d);
 	ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
 	/*
@@ -693,6 +696,7 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 			ibf_rdm_conn_fail(conn, -FI_ENOMEM);
 			break;
 		}
+		__atomic_store_n(&conn->qp_num, id->qp->qp_num, __ATOMIC_RELEASE);
 		ibf_rdm_cm_data(ep, conn, &d);
 		ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
 		if (rdma_connect(id, &cp))

@@ -350,6 +350,36 @@ static void ibf_rdm_multi_drain(struct ibf_rdm_ep *ep)
 	ep->multi_draining = 0;
 }
 
+/* An arrival that does not fit: counted, said, its buffer reposted. */
+static void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			 const char *why)
+{
+	ep->dropped++;
+	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an arrival dropped (%llu "
+		       "so far): %s\n", (unsigned long long)ep->dropped, why);
+	ibf_rdm_bounce_post(ep, b);
+}
+
+/* An RTS that the arrival's length holds whole, with sane segments. */
+static int ibf_rdm_rts_fits(const struct ibf_rdm_op *b, uint32_t byte_len)
+{
+	const struct ibf_rdm_rts *rts = (const void *)(b->mem + IBF_HDR);
+	uint64_t sum = 0;
+	uint32_t i;
+
+	if (byte_len < IBF_HDR + offsetof(struct ibf_rdm_rts, seg) ||
+	    rts->nseg > IBF_RDM_IOV ||
+	    byte_len < IBF_HDR + offsetof(struct ibf_rdm_rts, seg) +
+		       rts->nseg * sizeof(rts->seg[0]))
+		return 0;
+	for (i = 0; i < rts->nseg; i++) {
+		if (rts->seg[i].len > rts->len - sum)
+			return 0;
+		sum += rts->seg[i].len;
+	}
+	return sum == rts->len;
+}
+
 static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			    const struct ibv_wc *wc)
 {
@@ -357,31 +387,47 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	struct ibf_rdm_list *posted;
 	struct ibf_rdm_op *r;
 
-	if (unlikely(wc->status != IBV_WC_SUCCESS || wc->byte_len < IBF_HDR ||
-		     !(b->conn = ibf_rdm_conn_at(ep, hdr->conn)))) {
+	if (unlikely(wc->status != IBV_WC_SUCCESS)) {
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
-			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a bad "
-				       "arrival (%s, %u bytes): dropped\n",
-				       ibv_wc_status_str(wc->status), wc->byte_len);
+			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a receive "
+				       "failed: %s\n", ibv_wc_status_str(wc->status));
 		ibf_rdm_bounce_post(ep, b);
+		return;
+	}
+	if (unlikely(wc->byte_len < IBF_HDR)) {
+		ibf_rdm_drop(ep, b, "shorter than a header");
+		return;
+	}
+	/* The sender is whoever owns the QP it came in on, whatever the
+	 * header says. */
+	b->conn = ibf_rdm_conn_at(ep, hdr->conn);
+	if (unlikely(!b->conn || wc->qp_num !=
+		     __atomic_load_n(&b->conn->qp_num, __ATOMIC_ACQUIRE))) {
+		ibf_rdm_drop(ep, b, "it names a connection other than the "
+			     "one it came on (or one that has ended)");
 		return;
 	}
 	switch (hdr->type) {
 	case IBF_RDM_FIN:
+		if (unlikely(wc->byte_len < IBF_HDR + sizeof(struct ibf_rdm_fin))) {
+			ibf_rdm_drop(ep, b, "a FIN cut short");
+			return;
+		}
 		ibf_rdm_on_fin(ep, b);
 		return;
 	case IBF_RDM_EAGER:
 		b->op.len = wc->byte_len - IBF_HDR;
 		break;
 	case IBF_RDM_RTS:
-		if (((const struct ibf_rdm_rts *)(b->mem + IBF_HDR))->nseg > IBF_RDM_IOV) {
-			ibf_rdm_bounce_post(ep, b);
+		if (unlikely(!ibf_rdm_rts_fits(b, wc->byte_len))) {
+			ibf_rdm_drop(ep, b, "an RTS whose segments do not add "
+				     "up to its length");
 			return;
 		}
 		b->op.len = ((const struct ibf_rdm_rts *)(b->mem + IBF_HDR))->len;
 		break;
 	default:
-		ibf_rdm_bounce_post(ep, b);
+		ibf_rdm_drop(ep, b, "unknown type");
 		return;
 	}
 	b->op.tag = hdr->tag;

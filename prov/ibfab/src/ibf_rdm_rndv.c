@@ -284,17 +284,27 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
 void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_HDR);
-	struct ibf_rdm_op *op;
+	struct ibf_rdm_op *op = fin->cookie < ep->ntx ? &ep->ops[fin->cookie] : NULL;
 
-	if (fin->cookie < ep->ntx && ep->ops[fin->cookie].state == IBF_RDM_TX_RTS) {
-		op = &ep->ops[fin->cookie];
+	/*
+	 * Only the peer the RTS went to, in the life of the connection it
+	 * went on, answers it, once, with 0 or an error code: anything else
+	 * would complete a send whose buffer is still being read.
+	 */
+	if (op && op->state == IBF_RDM_TX_RTS && !op->fin_seen &&
+	    op->post_conn == b->conn &&
+	    op->post_epoch == __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE) &&
+	    fin->status <= 0 && fin->status > -4096) {
+		op->fin_seen = 1;
 		if (fin->status)
 			op->read_err = fin->status;
 		if (--op->reads_left == 0)
 			ibf_rdm_complete(op, op->read_err);
 	} else {
+		ep->dropped++;
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a FIN for no "
-			       "rendezvous send: ignored\n");
+			       "rendezvous send of its sender's (%llu dropped "
+			       "so far): ignored\n", (unsigned long long)ep->dropped);
 	}
 	ibf_rdm_bounce_post(ep, b);
 }

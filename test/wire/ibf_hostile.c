@@ -1,0 +1,279 @@
+/*
+ * ibf_hostile: an RDM endpoint of ibfab against a peer that lies.
+ *
+ * Two ibfab endpoints, A (-s) and B (-d), talk as usual; a third party R,
+ * written here with librdmacm and verbs alone, connects to A as an ibfab
+ * endpoint would (from B's address, as a process on B's host could) and
+ * then sends what a well-behaved peer never does:
+ *   - a message whose header names B's connection, to pass for B and take
+ *     a receive A posted for B alone (FI_DIRECTED_RECV);
+ *   - FINs for every send slot of A's, to complete a rendezvous send A
+ *     made to B while B has not read its buffer yet;
+ *   - an RTS whose segments do not add up to its length, and a message
+ *     shorter than a header.
+ * A must act on none of them, and its traffic with B must go on as if R
+ * had not been there.  White-box by nature (R speaks ibfab's wire format,
+ * from ibf_rdm.h), so it runs against ibfab only.
+ *
+ * Output as the fabtests programs: "ok - NAME" / "not ok - NAME: why".
+ */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "ibf_rdm.h"
+#include "ibft.h"
+#include "ibft_rdm_node.h"
+
+#define ROGUE_BUF 4096
+#define ROGUE_DEPTH 64
+
+struct rogue {
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+	uint32_t mine;		/* A's index of R's connection */
+	int outstanding;
+};
+
+static void rogue_close(struct rogue *g)
+{
+	if (g->id && g->id->qp)
+		rdma_destroy_qp(g->id);
+	if (g->mr)
+		ibv_dereg_mr(g->mr);
+	if (g->cq)
+		ibv_destroy_cq(g->cq);
+	if (g->pd)
+		ibv_dealloc_pd(g->pd);
+	if (g->id)
+		rdma_destroy_id(g->id);
+	free(g->buf);
+	memset(g, 0, sizeof(*g));
+}
+
+/* R connects to A from address src, as an ibfab RDM endpoint at src:port
+ * would.  Synchronous rdma_cm: each call returns once its event came. */
+static int rogue_connect(struct rogue *g, const char *src, uint16_t port,
+			 const struct sockaddr *a)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct ibv_qp_init_attr qa = { 0 };
+	struct rdma_conn_param cp = { 0 };
+	struct ibf_rdm_cm_data d = { 0 };
+	const struct ibf_rdm_cm_data *ans;
+
+	memset(g, 0, sizeof(*g));
+	g->buf = calloc(ROGUE_DEPTH, ROGUE_BUF);
+	if (!g->buf || inet_pton(AF_INET, src, &sin.sin_addr) != 1 ||
+	    rdma_create_id(NULL, &g->id, NULL, RDMA_PS_TCP) ||
+	    rdma_resolve_addr(g->id, (struct sockaddr *)&sin, (struct sockaddr *)a, 2000) ||
+	    rdma_resolve_route(g->id, 2000))
+		return -1;
+	g->pd = ibv_alloc_pd(g->id->verbs);
+	g->cq = g->pd ? ibv_create_cq(g->id->verbs, 2 * ROGUE_DEPTH, NULL, NULL, 0) : NULL;
+	g->mr = g->cq ? ibv_reg_mr(g->pd, g->buf, ROGUE_DEPTH * ROGUE_BUF,
+				   IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!g->mr)
+		return -1;
+	qa.qp_type = IBV_QPT_RC;
+	qa.send_cq = qa.recv_cq = g->cq;
+	qa.cap.max_send_wr = ROGUE_DEPTH;
+	qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	if (rdma_create_qp(g->id, g->pd, &qa))
+		return -1;
+	d.magic = IBF_RDM_CM_MAGIC;
+	sin.sin_port = htons(port);
+	ibf_name_from_sockaddr(&d.name, (struct sockaddr *)&sin, sizeof(sin));
+	cp.private_data = &d;
+	cp.private_data_len = sizeof(d);
+	cp.responder_resources = cp.initiator_depth = 1;
+	cp.retry_count = 6;
+	cp.rnr_retry_count = 7;
+	if (rdma_connect(g->id, &cp) || !g->id->event ||
+	    g->id->event->param.conn.private_data_len < sizeof(*ans))
+		return -1;
+	ans = g->id->event->param.conn.private_data;
+	if (ans->magic != IBF_RDM_CM_MAGIC)
+		return -1;
+	g->mine = ans->conn;
+	return 0;
+}
+
+/* Send len bytes of msg to A; waits for room, not for A. */
+static int rogue_send(struct rogue *g, const void *msg, uint32_t len)
+{
+	static unsigned slot;
+	struct ibv_wc wc[16];
+	uint8_t *at = g->buf + (slot++ % ROGUE_DEPTH) * ROGUE_BUF;
+	struct ibv_sge sge = { (uintptr_t)at, len, g->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	long end = now_ms() + WAIT_MS;
+	int n;
+
+	while (g->outstanding >= ROGUE_DEPTH - 1 && now_ms() < end) {
+		n = ibv_poll_cq(g->cq, 16, wc);
+		g->outstanding -= n > 0 ? n : 0;
+		poll_all();	/* A must take them in */
+	}
+	memcpy(at, msg, len);
+	if (ibv_post_send(g->id->qp, &wr, &bad))
+		return -1;
+	g->outstanding++;
+	return 0;
+}
+
+static void rogue_drain(struct rogue *g)
+{
+	struct ibv_wc wc[16];
+	long end = now_ms() + WAIT_MS;
+	int n;
+
+	while (g->outstanding > 0 && now_ms() < end) {
+		n = ibv_poll_cq(g->cq, 16, wc);
+		g->outstanding -= n > 0 ? n : 0;
+		poll_all();
+	}
+}
+
+/* A's completion for ctx, if one is waiting after ms of progress. */
+static int has_comp(struct node *n, void *ctx, int ms, struct comp *out)
+{
+	long end = now_ms() + ms;
+
+	while (now_ms() < end) {
+		poll_all();
+		while (n->head != n->tail) {
+			*out = n->ring[n->head++ % COMP_RING];
+			if (out->e.op_context == ctx)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+static void hdr_init(struct ibf_rdm_hdr *h, uint8_t type, uint32_t conn,
+		     uint64_t tag)
+{
+	memset(h, 0, sizeof(*h));
+	h->type = type;
+	h->conn = conn;
+	h->tag = tag;
+	h->flags = IBF_RDM_F_TAGGED;
+}
+
+int main(int argc, char **argv)
+{
+	size_t big = 1 << 20;
+	uint8_t m[64] = "from B", forged[sizeof(struct ibf_rdm_hdr) + 64];
+	uint8_t fin[sizeof(struct ibf_rdm_hdr) + sizeof(struct ibf_rdm_fin)];
+	uint8_t rts[sizeof(struct ibf_rdm_hdr) + sizeof(struct ibf_rdm_rts)];
+	uint8_t r[64], *s, *rb;
+	struct ibf_rdm_rts *rt;
+	struct ibf_rdm_fin *f;
+	struct rogue g;
+	struct node *ns[2];
+	struct comp c;
+	uint32_t b_conn, i;
+	int ok;
+
+	ibft_parse(argc, argv, "A's address (-s), B's (-d)");
+	if (strcmp(ibft_opts.prov, "ibfab")) {
+		printf("skip - hostile [%s]: speaks ibfab's wire format\n", ibft_opts.prov);
+		return ibft_finish();
+	}
+	if (!ibft_opts.src || !ibft_opts.dst) {
+		fprintf(stderr, "ibf_hostile needs -s ADDR_A -d ADDR_B\n");
+		return 2;
+	}
+	s = xbuf(big);
+	rb = xbuf(big);
+	ns[0] = node_open(0, FI_TAGGED | FI_DIRECTED_RECV, 0);
+	ns[1] = node_open(1, FI_TAGGED | FI_DIRECTED_RECV, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	/* B talks to A first: A's first connection (index 0) is B's. */
+	ok = !fi_trecv(ns[0]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 1, 0, r) &&
+	     !POST(fi_tsend(ns[1]->ep, m, sizeof(m), NULL, ns[1]->peer[0], 1, m)) &&
+	     has_comp(ns[0], r, WAIT_MS, &c) && !c.err && has_comp(ns[1], m, WAIT_MS, &c);
+	b_conn = 0;
+	ok = ok && !rogue_connect(&g, ibft_opts.dst, 50123,
+				  (struct sockaddr *)ns[0]->name);
+	if (!IBFT_CHECK(ok && g.mine != b_conn, "hostile-setup", "B and R "
+			"connected to A (R's index %u)", g.mine))
+		goto out;
+
+	/* R poses as B for a receive only B may match. */
+	ok = !fi_trecv(ns[0]->ep, r, sizeof(r), NULL, ns[0]->peer[1], 7, 0, r);
+	hdr_init((void *)forged, IBF_RDM_EAGER, b_conn, 7);
+	memcpy(forged + sizeof(struct ibf_rdm_hdr), "forged", 7);
+	ok = ok && !rogue_send(&g, forged, sizeof(forged));
+	rogue_drain(&g);
+	IBFT_CHECK(ok && !has_comp(ns[0], r, 1000, &c), "hostile-poses-as-peer",
+		   "a message naming B's connection, sent by R, took a receive "
+		   "directed at B");
+	ok = !POST(fi_tsend(ns[1]->ep, m, sizeof(m), NULL, ns[1]->peer[0], 7, m)) &&
+	     has_comp(ns[0], r, WAIT_MS, &c) && !c.err && !memcmp(r, "from B", 7);
+	IBFT_CHECK(ok, "hostile-peer-unharmed", "B's message to the directed "
+		   "receive did not arrive whole");
+
+	/* R answers, on its own connection, a rendezvous send A made to B. */
+	ibft_fill(s, big, 9);
+	ok = !POST(fi_tsend(ns[0]->ep, s, big, NULL, ns[0]->peer[1], 9, s));
+	hdr_init((void *)fin, IBF_RDM_FIN, g.mine, 0);
+	f = (void *)(fin + sizeof(struct ibf_rdm_hdr));
+	for (i = 0; ok && i < 1024; i++) {
+		f->cookie = i;
+		f->status = 0;
+		ok = !rogue_send(&g, fin, sizeof(fin));
+	}
+	rogue_drain(&g);
+	IBFT_CHECK(ok && !has_comp(ns[0], s, 1000, &c), "hostile-forged-fin",
+		   "FINs from R completed a send A made to B, B not having "
+		   "read it");
+	/* And the same FINs naming B's connection. */
+	hdr_init((void *)fin, IBF_RDM_FIN, b_conn, 0);
+	for (i = 0; ok && i < 1024; i++) {
+		f->cookie = i;
+		ok = !rogue_send(&g, fin, sizeof(fin));
+	}
+	rogue_drain(&g);
+	IBFT_CHECK(ok && !has_comp(ns[0], s, 1000, &c), "hostile-forged-fin-as-peer",
+		   "FINs from R naming B's connection completed A's send to B");
+
+	/* Malformed: an RTS whose segments do not make its length, a runt. */
+	hdr_init((void *)rts, IBF_RDM_RTS, g.mine, 11);
+	rt = (void *)(rts + sizeof(struct ibf_rdm_hdr));
+	memset(rt, 0, sizeof(*rt));
+	rt->len = 1 << 20;
+	rt->nseg = 1;
+	rt->seg[0].len = 16;
+	ok = !rogue_send(&g, rts, sizeof(rts)) && !rogue_send(&g, rts, 4);
+	rogue_drain(&g);
+	ok = ok && !fi_trecv(ns[0]->ep, rb, big, NULL, FI_ADDR_UNSPEC, 11, 0, rb);
+	IBFT_CHECK(ok && !has_comp(ns[0], rb, 1000, &c), "hostile-bad-rts",
+		   "an RTS whose segments do not add up was matched");
+	fi_cancel(&ns[0]->ep->fid, rb);
+
+	/* B reads its message now: A's send completes, once, whole. */
+	ok = !fi_trecv(ns[1]->ep, rb, big, NULL, FI_ADDR_UNSPEC, 9, 0, rb) &&
+	     has_comp(ns[1], rb, WAIT_MS, &c) && !c.err && ibft_verify(rb, big, 9) &&
+	     has_comp(ns[0], s, WAIT_MS, &c) && !c.err;
+	IBFT_CHECK(ok, "hostile-rendezvous-unharmed", "A's send to B did not "
+		   "complete as B read it");
+	rogue_close(&g);
+out:
+	free(s);
+	free(rb);
+	close_all();
+	return ibft_finish();
+}
