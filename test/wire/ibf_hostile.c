@@ -10,7 +10,9 @@
  *   - FINs for every send slot of A's, to complete a rendezvous send A
  *     made to B while B has not read its buffer yet;
  *   - an RTS whose segments do not add up to its length, and a message
- *     shorter than a header.
+ *     shorter than a header;
+ *   - connection requests claiming a name on another host, and B's name
+ *     while B is connected.
  * A must act on none of them, and its traffic with B must go on as if R
  * had not been there.  White-box by nature (R speaks ibfab's wire format,
  * from ibf_rdm.h), so it runs against ibfab only.
@@ -58,10 +60,11 @@ static void rogue_close(struct rogue *g)
 	memset(g, 0, sizeof(*g));
 }
 
-/* R connects to A from address src, as an ibfab RDM endpoint at src:port
- * would.  Synchronous rdma_cm: each call returns once its event came. */
-static int rogue_connect(struct rogue *g, const char *src, uint16_t port,
-			 const struct sockaddr *a)
+/* R connects to A from address src, as an ibfab RDM endpoint at
+ * claim:port would.  Synchronous rdma_cm: each call returns once its event
+ * came. */
+static int rogue_connect(struct rogue *g, const char *src, const char *claim,
+			 uint16_t port, const struct sockaddr *a)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	struct ibv_qp_init_attr qa = { 0 };
@@ -90,6 +93,8 @@ static int rogue_connect(struct rogue *g, const char *src, uint16_t port,
 	if (rdma_create_qp(g->id, g->pd, &qa))
 		return -1;
 	d.magic = IBF_RDM_CM_MAGIC;
+	if (inet_pton(AF_INET, claim, &sin.sin_addr) != 1)
+		return -1;
 	sin.sin_port = htons(port);
 	ibf_name_from_sockaddr(&d.name, (struct sockaddr *)&sin, sizeof(sin));
 	cp.private_data = &d;
@@ -206,7 +211,7 @@ int main(int argc, char **argv)
 	     !POST(fi_tsend(ns[1]->ep, m, sizeof(m), NULL, ns[1]->peer[0], 1, m)) &&
 	     has_comp(ns[0], r, WAIT_MS, &c) && !c.err && has_comp(ns[1], m, WAIT_MS, &c);
 	b_conn = 0;
-	ok = ok && !rogue_connect(&g, ibft_opts.dst, 50123,
+	ok = ok && !rogue_connect(&g, ibft_opts.dst, ibft_opts.dst, 50123,
 				  (struct sockaddr *)ns[0]->name);
 	if (!IBFT_CHECK(ok && g.mine != b_conn, "hostile-setup", "B and R "
 			"connected to A (R's index %u)", g.mine))
@@ -271,6 +276,25 @@ int main(int argc, char **argv)
 	IBFT_CHECK(ok, "hostile-rendezvous-unharmed", "A's send to B did not "
 		   "complete as B read it");
 	rogue_close(&g);
+
+	/* R claims a name on another host than its own. */
+	ok = rogue_connect(&g, ibft_opts.dst, ibft_opts.src, 50124,
+			   (struct sockaddr *)ns[0]->name) != 0;
+	rogue_close(&g);
+	IBFT_CHECK(ok, "hostile-claims-other-host", "A took a connection from "
+		   "%s claiming to be %s:50124", ibft_opts.dst, ibft_opts.src);
+	/* R claims B's very name, from B's host, while B is connected. */
+	ok = rogue_connect(&g, ibft_opts.dst, ibft_opts.dst,
+			   ntohs(((struct sockaddr_in *)ns[1]->name)->sin_port),
+			   (struct sockaddr *)ns[0]->name) != 0;
+	rogue_close(&g);
+	IBFT_CHECK(ok, "hostile-claims-live-peer", "A took a connection from R "
+		   "claiming B's name while B was connected");
+	ok = !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 12, 0, r) &&
+	     !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 12, m)) &&
+	     has_comp(ns[1], r, WAIT_MS, &c) && !c.err && !memcmp(r, m, sizeof(m));
+	IBFT_CHECK(ok, "hostile-live-peer-unharmed", "A's message to B did not "
+		   "reach B after R claimed B's name");
 out:
 	free(s);
 	free(rb);

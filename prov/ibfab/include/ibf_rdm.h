@@ -12,6 +12,7 @@
  *   EAGER  payload is the message (at most FI_IBFAB_EAGER_SIZE bytes)
  *   RTS    a larger message: where to read it (struct ibf_rdm_rts)
  *   FIN    the receiver has read it (struct ibf_rdm_fin)
+ *   PING   nothing: is the peer still there? (its completion says)
  * Tags are matched in software, in posting order, against the receives the
  * application posted; what arrives first waits in its bounce (unexpected).
  *
@@ -76,7 +77,7 @@ int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
 			   size_t len);
 
 /* ---- wire ---- */
-enum { IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN };
+enum { IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING };
 #define IBF_RDM_F_TAGGED 1
 #define IBF_RDM_F_DATA 2
 struct ibf_rdm_hdr {
@@ -114,6 +115,9 @@ struct ibf_rdm_cm_data {
 };
 #define IBF_RDM_CM_MAGIC 0x1bfad301u
 #define IBF_RDM_CM_TIEBREAK 0x1bfad3ffu	/* reject: use my connection */
+/* Reject: I have a live connection with the name you claim; try again
+ * later (if that one was dead, it will have ended by then). */
+#define IBF_RDM_CM_BUSY 0x1bfad3feu
 
 /* ---- connections ---- */
 #define IBF_CONN_CHUNK 256
@@ -155,6 +159,13 @@ struct ibf_rdm_conn {
 	 * nothing from a dead QP of this connection is taken as current.
 	 */
 	uint32_t qp_num;
+	/*
+	 * A request named this connection's peer while it was up: a PING
+	 * (one at a time, state atomic) finds out whether the peer is still
+	 * there; if not, its failure ends the connection.
+	 */
+	struct ibf_rdm_op *probe;
+	struct ibf_rdm_hdr probe_hdr;
 	/* Connecting to a peer not there yet (cm_lock): when to give up,
 	 * when to try next, and the pause after that. */
 	uint64_t retry_until_ns, retry_at_ns;
@@ -173,6 +184,7 @@ enum ibf_rdm_op_state {
 	IBF_RDM_BOUNCE_HELD,	/* holds an unexpected or claimed message */
 	IBF_RDM_BOUNCE_FIN,	/* sending a FIN from its buffer */
 	IBF_RDM_DONE,		/* its completion waits in a CQ */
+	IBF_RDM_PROBE,		/* a connection's PING, in flight */
 };
 
 struct ibf_rdm_op {

@@ -594,6 +594,42 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	__atomic_store_n(&conn->state, IBF_CONN_ACCEPTING, __ATOMIC_RELEASE);
 }
 
+/*
+ * Is conn's peer still there?  A PING on its QP (cm_lock held): if the
+ * peer is gone, the send fails once the transport's retries run out, and
+ * that failure ends the connection (ibf_rdm_conn_broken) when a CQ of the
+ * endpoint is next read.  Sent inline: it needs no registered memory.
+ */
+static void ibf_rdm_probe(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)&conn->probe_hdr,
+		.length = sizeof(conn->probe_hdr),
+	};
+	struct ibf_rdm_op *op = conn->probe;
+
+	if (conn->state != IBF_CONN_CONNECTED || ep->max_inline < sge.length)
+		return;
+	if (!op) {
+		op = calloc(1, sizeof(*op));
+		if (!op)
+			return;
+		op->ep = ep;
+		op->conn = conn;
+		op->op.kind = IBF_OP_RDM;
+		op->mem = (uint8_t *)&conn->probe_hdr;
+		conn->probe = op;
+	} else if (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) == IBF_RDM_PROBE) {
+		return;		/* one is out */
+	}
+	memset(&conn->probe_hdr, 0, sizeof(conn->probe_hdr));
+	conn->probe_hdr.type = IBF_RDM_PING;
+	__atomic_store_n(&op->state, IBF_RDM_PROBE, __ATOMIC_RELEASE);
+	if (ibf_rdm_post_send(conn, op, &sge, 1, 1))
+		__atomic_store_n(&op->state, IBF_RDM_FREE, __ATOMIC_RELEASE);
+}
+
 static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 {
 	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
@@ -605,6 +641,19 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 	    d->magic != IBF_RDM_CM_MAGIC) {
 		IBF_WARN(FI_LOG_EP_CTRL, "a connection request that is not from "
 			 "an ibfab RDM endpoint: rejected\n");
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id);
+		return;
+	}
+	/* A name is an address: the request must come from its host. */
+	if (!ibf_addr_same_host(rdma_get_peer_addr(id),
+				(const struct sockaddr *)&d->name)) {
+		char claimed[64], from[64];
+
+		IBF_WARN(FI_LOG_EP_CTRL, "a connection request from %s claims "
+			 "to be %s: rejected\n",
+			 ibf_addr_str(rdma_get_peer_addr(id), from, sizeof(from)),
+			 ibf_addr_str((const void *)&d->name, claimed, sizeof(claimed)));
 		ibf_rdm_reject(id, 0);
 		ibf_rdm_bury(ep, id);
 		return;
@@ -631,9 +680,17 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 		break;
 	case IBF_CONN_ACCEPTING:
 	case IBF_CONN_CONNECTED:
-		/* The peer started anew: what we had with it is dead. */
-		ibf_rdm_conn_end(conn, -FI_ECONNABORTED, 1);
-		break;
+		/*
+		 * A live connection is never replaced on a request's word:
+		 * anyone on the peer's host may claim its name.  The peer may
+		 * also have died and come back (its node crashed: no
+		 * disconnect came); then the PING fails, the connection ends,
+		 * and the requester's next try, which BUSY asks for, is taken.
+		 */
+		ibf_rdm_reject(id, IBF_RDM_CM_BUSY);
+		ibf_rdm_bury(ep, id);
+		ibf_rdm_probe(conn);
+		return;
 	case IBF_CONN_RETRY:
 		/* The peer is up now: its connection carries our queue. */
 		ep->nretry--;
@@ -662,12 +719,13 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 	ibf_rdm_conn_flush(conn);
 }
 
-static int ibf_rdm_is_tiebreak(const struct rdma_cm_event *ev)
+/* The magic of a reject's private data, or 0. */
+static uint32_t ibf_rdm_reject_magic(const struct rdma_cm_event *ev)
 {
 	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
 
-	return d && ev->param.conn.private_data_len >= sizeof(d->magic) &&
-	       d->magic == IBF_RDM_CM_TIEBREAK;
+	return d && ev->param.conn.private_data_len >= sizeof(d->magic) ?
+	       d->magic : 0;
 }
 
 /* An event on one of conn's ids (cm_lock held). */
@@ -706,14 +764,16 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 		ibf_rdm_on_established(conn, ev);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		if (ibf_rdm_is_tiebreak(ev)) {
+		if (ibf_rdm_reject_magic(ev) == IBF_RDM_CM_TIEBREAK) {
 			/* The peer's connect is the one: wait for it. */
 			ibf_rdm_bury(ep, id);
 			conn->id = NULL;
 			__atomic_store_n(&conn->state, IBF_CONN_WAITING,
 					 __ATOMIC_RELEASE);
-		} else if (ev->status == IBF_REJ_NO_LISTENER) {
-			/* Nothing listens there (yet). */
+		} else if (ev->status == IBF_REJ_NO_LISTENER ||
+			   ibf_rdm_reject_magic(ev) == IBF_RDM_CM_BUSY) {
+			/* Nothing listens there (yet), or the peer still
+			 * holds a connection of ours it has to let go. */
 			ibf_rdm_conn_retry(conn, -FI_ECONNREFUSED);
 		} else {
 			ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
@@ -926,7 +986,12 @@ void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep)
 	}
 	free(ep->graveyard);
 	for (i = 0; i < ep->nconns; i++)
-		free(ibf_rdm_conn_at(ep, i));
+	{
+		struct ibf_rdm_conn *conn = ibf_rdm_conn_at(ep, i);
+
+		free(conn->probe);
+		free(conn);
+	}
 	for (i = 0; i < IBF_CONN_DIRS; i++)
 		free(ep->conn_dir[i]);
 	if (ep->listen_id)

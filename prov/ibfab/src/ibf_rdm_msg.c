@@ -415,6 +415,9 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		}
 		ibf_rdm_on_fin(ep, b);
 		return;
+	case IBF_RDM_PING:
+		ibf_rdm_bounce_post(ep, b);	/* being here was the answer */
+		return;
 	case IBF_RDM_EAGER:
 		b->op.len = wc->byte_len - IBF_HDR;
 		break;
@@ -472,6 +475,10 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
 		     wc->status != IBV_WC_WR_FLUSH_ERR) && op->post_conn)
 		ibf_rdm_conn_broken(op->post_conn, op->post_epoch,
 				    -ibf_wc_status_to_fi(wc->status));
+	if (unlikely(__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) == IBF_RDM_PROBE)) {
+		__atomic_store_n(&op->state, IBF_RDM_FREE, __ATOMIC_RELEASE);
+		return;		/* a PING: its outcome was all it had to say */
+	}
 	if (op->is_bounce)
 		ibf_rdm_bounce_post(ep, op);	/* its FIN went */
 	else if (op->state == IBF_RDM_RX_READ)
