@@ -943,6 +943,83 @@ out:
 }
 
 /*
+ * A rendezvous message B holds unexpected outlives the connection it came
+ * on: the wire dies (A's sends fail, A's connection ends), comes back, and
+ * A connects anew.  When B then posts the receive that matches the old
+ * message, the message is gone with its connection: the receive completes
+ * in error, and the new connection, with a rendezvous send of A's under
+ * way on it, is not touched by reads or answers of the old one.
+ */
+static void test_link_down_stale_rts(void)
+{
+	const char *down = getenv("IBFT_LINK_DOWN"), *up = getenv("IBFT_LINK_UP");
+	size_t big = IBFT_MIN(ibft_opts.max_size, 1 << 20);
+	uint8_t *s1 = xbuf(big), *s2 = xbuf(big), *r1 = xbuf(big), *r2 = xbuf(big);
+	uint8_t m[64] = "small", r[64];
+	struct node *ns[2];
+	struct comp c;
+	int ok, i, errs = 0;
+
+	if (!down || !up || !ibft_opts.dst ||
+	    ibft_deviates("verbs;ofi_rxm", "rdm-link-down-stale-rts", "verbs "
+			  "retries for ever on Soft-RoCE (see rdm-link-down)"))
+		goto out;
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ibft_fill(s1, big, 20);
+	ibft_fill(s2, big, 24);
+	/* B holds A's first large message, unexpected. */
+	ok = !POST(fi_tsend(ns[0]->ep, s1, big, NULL, ns[0]->peer[1], 20, s1));
+	idle(ns[0], 500);
+	/* The wire dies: A's sends fail, the large one with them. */
+	ok = ok && system(down) == 0;
+	ok = ok && !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 21, m));
+	for (i = 0; ok && errs < 2 && i < 2; i++)
+		errs += !wait_comp(ns[0], &c, 120000) && c.err;
+	IBFT_CHECK(ok && errs == 2, "rdm-stale-rts-sends-fail", "%d of 2 sends "
+		   "across the dead wire failed", errs);
+	ok = system(up) == 0;
+	sleep(2);
+	/* A connects anew (B lets its old connection go once it is found
+	 * dead) and a small message gets through. */
+	ok = ok && !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 22, 0, r);
+	for (i = 0; ok && i < 5; i++) {
+		ok = !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 22, m)) &&
+		     !wait_comp(ns[0], &c, 60000);
+		if (ok && !c.err)
+			break;
+	}
+	ok = ok && !c.err && !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	if (!IBFT_CHECK(ok, "rdm-stale-rts-reconnect", "no message once the "
+			"wire was back"))
+		goto out;
+	/* A large send on the new connection, not received yet. */
+	ok = !POST(fi_tsend(ns[0]->ep, s2, big, NULL, ns[0]->peer[1], 24, s2));
+	idle(ns[0], 300);
+	/* B receives the old message: gone with its connection. */
+	ok = ok && !fi_trecv(ns[1]->ep, r1, big, NULL, FI_ADDR_UNSPEC, 20, 0, r1) &&
+	     !wait_comp(ns[1], &c, WAIT_MS);
+	IBFT_CHECK(ok && c.err && c.e.op_context == r1, "rdm-stale-rts-fails",
+		   "the message of a connection that ended: err %d", ok ? c.err : 0);
+	/* The new connection's message is whole. */
+	ok = !fi_trecv(ns[1]->ep, r2, big, NULL, FI_ADDR_UNSPEC, 24, 0, r2) &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err && ibft_verify(r2, big, 24) &&
+	     !wait_comp(ns[0], &c, WAIT_MS) && !c.err && c.e.op_context == s2;
+	IBFT_CHECK(ok, "rdm-stale-rts-new-connection-unharmed", "the new "
+		   "connection's rendezvous send did not complete whole");
+out:
+	if (up)
+		(void)!system(up);
+	free(s1);
+	free(s2);
+	free(r1);
+	free(r2);
+	close_all();
+}
+
+/*
  * FI_PROGRESS_AUTO: a rendezvous send completes while only the sender
  * reads its CQ; the receiver's reads and FIN happen without it.
  */
@@ -1059,7 +1136,9 @@ int main(int argc, char **argv)
 		test_simultaneous();
 	if (RUN("deadpeer"))
 		test_dead_peer();
-	if (t && !strcmp(t, "linkdown"))	/* named only: it cuts the wire */
+	if (t && !strcmp(t, "linkdown")) {	/* named only: it cuts the wire */
 		test_link_down();
+		test_link_down_stale_rts();
+	}
 	return ibft_finish();
 }

@@ -208,7 +208,7 @@ struct ibf_rdm_op {
 	int stalled;		/* parked in its connection's stalled list */
 	size_t mr_off;		/* FI_MULTI_RECV: bytes of the buffer used */
 	struct ibf_rdm_op *bounce;	/* the RTS being read into it */
-	uint32_t epoch;		/* its connection's, when sent */
+	uint32_t epoch;		/* its connection's life: when sent; a bounce: on arrival */
 	uint32_t post_epoch;	/* its connection's life at its last post */
 	struct ibf_rdm_conn *post_conn;	/* the connection of its last post */
 	int reads_left;		/* reads in flight; an RTS: its wc and FIN */

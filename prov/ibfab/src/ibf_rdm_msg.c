@@ -407,6 +407,7 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			     "one it came on (or one that has ended)");
 		return;
 	}
+	b->epoch = __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE);
 	switch (hdr->type) {
 	case IBF_RDM_FIN:
 		if (unlikely(wc->byte_len < IBF_HDR + sizeof(struct ibf_rdm_fin))) {

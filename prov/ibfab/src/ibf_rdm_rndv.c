@@ -55,6 +55,16 @@ int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	return 0;
 }
 
+/*
+ * The connection an RTS held in b came on has ended since (b->epoch is
+ * its life then): the sender's buffers and keys went with it, and a new
+ * connection to the same peer must not carry reads or answers for it.
+ */
+static int ibf_rdm_bounce_stale(const struct ibf_rdm_op *b)
+{
+	return b->epoch != __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE);
+}
+
 /* Post the FIN built in bounce b; a full send queue parks it. */
 static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 {
@@ -67,6 +77,10 @@ static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	};
 	int ret = -FI_ENOTCONN;
 
+	if (ibf_rdm_bounce_stale(b)) {
+		ibf_rdm_bounce_post(ep, b);	/* no one to answer any more */
+		return;
+	}
 	if (id && id->qp)
 		ret = ibf_rdm_post_send(conn, b, &sge, 1,
 					sge.length <= ep->max_inline);
@@ -144,6 +158,8 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 
 	if (!id || !id->qp)
 		return -FI_ENOTCONN;
+	if (ibf_rdm_bounce_stale(r->bounce))
+		return -FI_ECONNABORTED;
 	if (!ibf_rdm_credit_take(r->bounce->conn))
 		return -FI_EAGAIN;
 	while (r->rd_seg < rts->nseg && r->rd_soff == rts->seg[r->rd_seg].len) {
