@@ -27,6 +27,7 @@
 #define IBF_RDM_H
 
 #include "ibf.h"
+#include "ibf_match.h"
 
 struct ibf_rdm_ep;
 
@@ -160,6 +161,11 @@ struct ibf_rdm_conn {
 	 */
 	uint32_t qp_num;
 	/*
+	 * The peer's key in the matcher: one per name (the connecting and
+	 * accepting records of a connection to ourselves share it).
+	 */
+	uint64_t peer_key;
+	/*
 	 * A request named this connection's peer while it was up: a PING
 	 * (one at a time, state atomic) finds out whether the peer is still
 	 * there; if not, its failure ends the connection.
@@ -199,10 +205,13 @@ struct ibf_rdm_op {
 	struct iovec iov[IBF_RDM_IOV];
 	void *desc[IBF_RDM_IOV];
 	size_t count;
-	uint64_t ignore;
-	/* FI_DIRECTED_RECV: the source's name, whichever of its fi_addrs the
-	 * receive gave; NULL: any source. */
-	const struct ibf_name *want;
+	/*
+	 * In the matcher: a receive's tag, ignore bits (all of them for an
+	 * untagged receive) and source (FI_DIRECTED_RECV: its peer's key,
+	 * whichever of its fi_addrs the receive gave; 0: any); a held
+	 * message's tag and sender's key.
+	 */
+	struct ibf_mq_entry me;
 	int tagged;
 	int multi;		/* FI_MULTI_RECV: stays posted while room is left */
 	int stalled;		/* parked in its connection's stalled list */
@@ -287,8 +296,9 @@ struct ibf_rdm_ep {
 	struct ibv_mr *mem_mr;
 	size_t slot;		/* header + eager payload */
 	struct ibf_rdm_op *tx_free, *rx_free;
-	struct ibf_rdm_list recv_msg, recv_tag;	/* posted receives */
-	struct ibf_rdm_list unexp_msg, unexp_tag;	/* held bounces */
+	/* Posted receives and held messages (bounces), untagged and tagged. */
+	struct ibf_mq recv_msg, recv_tag;
+	struct ibf_mq unexp_msg, unexp_tag;
 	/*
 	 * Set when messages for a posted multi-receive buffer found no op
 	 * free to report them: they wait in unexp_msg, in order, for freed

@@ -91,6 +91,9 @@ static struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 	conn->name = *name;
 	conn->fi_addr = FI_ADDR_NOTAVAIL;
 	conn->self = self;
+	/* Key 1: our own name (both halves of a connection to ourselves);
+	 * others by record, one record per name. */
+	conn->peer_key = !memcmp(name, &ep->name, sizeof(*name)) ? 1 : index + 2;
 	conn->credits = (int)ep->sq_depth;
 	__atomic_store_n(&chunk[index % IBF_CONN_CHUNK], conn, __ATOMIC_RELEASE);
 	__atomic_store_n(&ep->nconns, index + 1, __ATOMIC_RELEASE);

@@ -426,8 +426,17 @@ static void ibf_rdm_drain(struct ibf_rdm_ep *ep)
 		ibf_cq_drain(rcq, &d);
 }
 
+static void ibf_rdm_mq_fini(struct ibf_rdm_ep *ep)
+{
+	ibf_mq_fini(&ep->recv_msg);
+	ibf_mq_fini(&ep->recv_tag);
+	ibf_mq_fini(&ep->unexp_msg);
+	ibf_mq_fini(&ep->unexp_tag);
+}
+
 static void ibf_rdm_free_pools(struct ibf_rdm_ep *ep)
 {
+	ibf_rdm_mq_fini(ep);
 	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
 	int j;
 
@@ -643,6 +652,13 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		goto err;
 	}
 	ibf_rdm_size(ep, info);
+	/* Buckets: one per receive or eager buffer there can be. */
+	if (ibf_mq_init(&ep->recv_msg, ep->nrx) || ibf_mq_init(&ep->recv_tag, ep->nrx) ||
+	    ibf_mq_init(&ep->unexp_msg, ep->nbounce) ||
+	    ibf_mq_init(&ep->unexp_tag, ep->nbounce)) {
+		ret = -FI_ENOMEM;
+		goto err;
+	}
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;
 	ep->ep_fid.fid.ops = &ibf_rdm_fi_ops;
@@ -660,6 +676,8 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	*ep_fid = &ep->ep_fid;
 	return 0;
 err:
+	ibf_rdm_mq_fini(ep);
+	fi_freeinfo(ep->info);
 	pthread_mutex_destroy(&ep->cm_lock);
 	ibf_lock_fini(&ep->lock);
 	free(ep);

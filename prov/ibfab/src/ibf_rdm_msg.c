@@ -222,11 +222,9 @@ static void ibf_rdm_on_send(struct ibf_rdm_op *op, const struct ibv_wc *wc)
 
 /* ---- receiving ---- */
 
-static int ibf_rdm_match(const struct ibf_rdm_op *r, const struct ibf_rdm_op *b)
+static struct ibf_rdm_op *ibf_rdm_of(struct ibf_mq_entry *e)
 {
-	if (r->tagged && ((r->op.tag ^ b->op.tag) & ~r->ignore))
-		return 0;
-	return !r->want || !memcmp(r->want, &b->conn->name, sizeof(*r->want));
+	return e ? container_of(e, struct ibf_rdm_op, me) : NULL;
 }
 
 /*
@@ -237,32 +235,28 @@ static int ibf_rdm_match(const struct ibf_rdm_op *r, const struct ibf_rdm_op *b)
  * so a peer is its name, reached through its connection record, never an
  * fi_addr compared as a number.
  */
-static int ibf_rdm_want(struct ibf_rdm_ep *ep, fi_addr_t src,
-			const struct ibf_name **want)
+static int ibf_rdm_want(struct ibf_rdm_ep *ep, fi_addr_t src, uint64_t *want)
 {
 	struct ibf_rdm_conn *conn;
 	int ret;
 
-	*want = NULL;
+	*want = 0;
 	if (!(ep->info->caps & FI_DIRECTED_RECV) || src == FI_ADDR_UNSPEC ||
 	    src == FI_ADDR_NOTAVAIL)
 		return 0;
 	conn = likely(src < ep->npeers) ? ep->peers[src] : NULL;
 	if (unlikely(!conn) && (ret = ibf_rdm_conn_get(ep, src, &conn)))
 		return ret;
-	*want = &conn->name;
+	*want = conn->peer_key;
 	return 0;
 }
 
-static struct ibf_rdm_op *ibf_rdm_find(struct ibf_rdm_list *l,
+/* The first held message receive r takes, in arrival order, or NULL. */
+static struct ibf_rdm_op *ibf_rdm_find(struct ibf_mq *unexp,
 				       const struct ibf_rdm_op *r)
 {
-	struct ibf_rdm_op *b;
-
-	for (b = l->head; b; b = b->next)
-		if (ibf_rdm_match(r, b))
-			return b;
-	return NULL;
+	return ibf_rdm_of(ibf_mq_unexp_match(unexp, r->me.tag, r->me.ignore,
+					     r->me.src));
 }
 
 /* Receive r takes the message held in bounce b. */
@@ -291,7 +285,7 @@ static void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 static struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 					  const struct iovec *iov, void **desc,
 					  size_t count,
-					  const struct ibf_name *want,
+					  uint64_t want,
 					  uint64_t tag, uint64_t ignore,
 					  uint64_t flags, void *context,
 					  int tagged);
@@ -310,12 +304,12 @@ static void ibf_rdm_deliver_multi(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	struct iovec iov = { (uint8_t *)r->iov[0].iov_base + r->mr_off, take };
 	struct ibf_rdm_op *c;
 
-	c = ibf_rdm_rx_take(ep, &iov, r->desc, 1, NULL, 0, 0, 0,
+	c = ibf_rdm_rx_take(ep, &iov, r->desc, 1, 0, 0, 0, 0,
 			    r->op.context, 0);
 	c->op.user_comp = r->op.user_comp;
 	r->mr_off += take;
 	if (r->iov[0].iov_len - r->mr_off < ep->min_multi_recv) {
-		ibf_rdm_list_remove(&ep->recv_msg, r);
+		ibf_mq_posted_remove(&ep->recv_msg, &r->me);
 		c->op.flags |= FI_MULTI_RECV;
 		c->op.user_comp = 1;	/* the buffer's release is always told */
 		ibf_rdm_op_free(r);
@@ -331,22 +325,22 @@ static void ibf_rdm_deliver_multi(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
  */
 static void ibf_rdm_multi_drain(struct ibf_rdm_ep *ep)
 {
-	struct ibf_rdm_op *b, *next, *r;
+	struct ibf_mq_entry *e, *next;
+	struct ibf_rdm_op *b, *r;
 
 	if (ep->multi_draining)
 		return;
 	ep->multi_draining = 1;
-	for (b = ep->unexp_msg.head; b && ep->rx_free; b = next) {
-		next = b->next;
-		for (r = ep->recv_msg.head; r; r = r->next)
-			if (r->multi && ibf_rdm_match(r, b))
-				break;
-		if (!r)
+	for (e = ibf_mq_first(&ep->unexp_msg); e && ep->rx_free; e = next) {
+		next = ibf_mq_next(e);
+		b = ibf_rdm_of(e);
+		r = ibf_rdm_of(ibf_mq_posted_match(&ep->recv_msg, e->tag, e->src));
+		if (!r || !r->multi)
 			continue;	/* waits for a receive, not for an op */
-		ibf_rdm_list_remove(&ep->unexp_msg, b);
+		ibf_mq_unexp_remove(&ep->unexp_msg, e);
 		ibf_rdm_deliver_multi(ep, r, b);
 	}
-	ep->multi_waiting = b != NULL;	/* ran out of ops before the end */
+	ep->multi_waiting = e != NULL;	/* ran out of ops before the end */
 	ep->multi_draining = 0;
 }
 
@@ -384,7 +378,7 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			    const struct ibv_wc *wc)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
-	struct ibf_rdm_list *posted;
+	struct ibf_mq *posted;
 	struct ibf_rdm_op *r;
 
 	if (unlikely(wc->status != IBV_WC_SUCCESS)) {
@@ -438,12 +432,13 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	b->op.data = hdr->data;
 	b->op.src = ibf_rdm_conn_addr(b->conn);
 	b->tagged = !!(hdr->flags & IBF_RDM_F_TAGGED);
+	b->me.tag = b->tagged ? hdr->tag : 0;
+	b->me.ignore = 0;
+	b->me.src = b->conn->peer_key;
 	posted = b->tagged ? &ep->recv_tag : &ep->recv_msg;
-	for (r = posted->head; r; r = r->next)
-		if (ibf_rdm_match(r, b))
-			break;
+	r = ibf_rdm_of(ibf_mq_posted_match(posted, b->me.tag, b->me.src));
 	if (r && !r->multi) {
-		ibf_rdm_list_remove(posted, r);
+		ibf_mq_posted_remove(posted, &r->me);
 		ibf_rdm_deliver(ep, r, b);
 		return;
 	}
@@ -452,7 +447,7 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		return;
 	}
 	b->state = IBF_RDM_BOUNCE_HELD;
-	ibf_rdm_list_append(b->tagged ? &ep->unexp_tag : &ep->unexp_msg, b);
+	ibf_mq_park(b->tagged ? &ep->unexp_tag : &ep->unexp_msg, &b->me);
 	if (r) {
 		/* No op to report it, or older ones wait: behind them. */
 		ep->multi_waiting = 1;
@@ -563,7 +558,7 @@ int ibf_rdm_trywait(struct ibf_rdm_ep *ep)
 static struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 					  const struct iovec *iov, void **desc,
 					  size_t count,
-					  const struct ibf_name *want,
+					  uint64_t want,
 					  uint64_t tag, uint64_t ignore,
 					  uint64_t flags, void *context,
 					  int tagged)
@@ -579,9 +574,10 @@ static struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 		r->desc[i] = desc ? desc[i] : NULL;
 	}
 	r->count = count;
-	r->want = want;
+	r->me.tag = tagged ? tag : 0;
+	r->me.ignore = tagged ? ignore : ~0ull;	/* untagged: any tag */
+	r->me.src = want;
 	r->op.tag = tag;
-	r->ignore = ignore;
 	r->tagged = tagged;
 	r->op.context = context;
 	r->op.flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
@@ -603,10 +599,10 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 			    uint64_t tag, uint64_t ignore, uint64_t flags,
 			    void *context, int tagged)
 {
-	const struct ibf_name *want;
 	struct ibf_rdm_op *r, *b;
+	struct ibf_mq *unexp;
+	uint64_t want;
 	int ret;
-	struct ibf_rdm_list *unexp;
 
 	if (unlikely(count > ep->rx_iov_limit || (count && !iov))) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs: rx iov_limit "
@@ -633,10 +629,10 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 	unexp = tagged ? &ep->unexp_tag : &ep->unexp_msg;
 	if (unlikely(r->multi)) {
 		/* Take what waits, while the buffer has room and ops are free. */
-		ibf_rdm_list_append(&ep->recv_msg, r);
+		ibf_mq_post(&ep->recv_msg, &r->me);
 		while (r->state == IBF_RDM_RX_POSTED && ep->rx_free &&
 		       (b = ibf_rdm_find(unexp, r))) {
-			ibf_rdm_list_remove(unexp, b);
+			ibf_mq_unexp_remove(unexp, &b->me);
 			ibf_rdm_deliver_multi(ep, r, b);
 		}
 		if (!ep->rx_free && r->state == IBF_RDM_RX_POSTED)
@@ -644,12 +640,12 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 		ibf_lock_release(&ep->lock);
 		return 0;
 	}
-	b = unlikely(unexp->head != NULL) ? ibf_rdm_find(unexp, r) : NULL;
+	b = unlikely(!ibf_mq_empty(unexp)) ? ibf_rdm_find(unexp, r) : NULL;
 	if (b) {
-		ibf_rdm_list_remove(unexp, b);
+		ibf_mq_unexp_remove(unexp, &b->me);
 		ibf_rdm_deliver(ep, r, b);
 	} else {
-		ibf_rdm_list_append(tagged ? &ep->recv_tag : &ep->recv_msg, r);
+		ibf_mq_post(tagged ? &ep->recv_tag : &ep->recv_msg, &r->me);
 	}
 	ibf_lock_release(&ep->lock);
 	return 0;
@@ -659,8 +655,8 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *msg,
 			    uint64_t flags)
 {
-	const struct ibf_name *want;
 	struct ibf_rdm_op *r, *b;
+	uint64_t want;
 	int ret;
 
 	if ((flags & FI_CLAIM) && !msg->context) {
@@ -692,7 +688,7 @@ static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *m
 	if (((struct ibf_rdm_hdr *)b->mem)->flags & IBF_RDM_F_DATA)
 		r->op.flags |= FI_REMOTE_CQ_DATA;
 	if (flags & (FI_CLAIM | FI_DISCARD))
-		ibf_rdm_list_remove(&ep->unexp_tag, b);
+		ibf_mq_unexp_remove(&ep->unexp_tag, &b->me);
 	if (flags & FI_DISCARD)
 		ibf_rdm_discard(ep, b);
 	else if (flags & FI_CLAIM)
@@ -724,7 +720,7 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 	}
 	ibf_lock_acquire(&ep->lock);
 	r = ibf_rdm_rx_take(ep, msg->msg_iov, msg->desc, msg->iov_count,
-			    NULL, msg->tag, msg->ignore, flags,
+			    0, msg->tag, msg->ignore, flags,
 			    msg->context, 1);
 	if (!r) {
 		ibf_lock_release(&ep->lock);
@@ -746,16 +742,18 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 
 ssize_t ibf_rdm_cancel(struct ibf_rdm_ep *ep, void *context)
 {
-	struct ibf_rdm_list *lists[2] = { &ep->recv_tag, &ep->recv_msg };
+	struct ibf_mq *queues[2] = { &ep->recv_tag, &ep->recv_msg };
+	struct ibf_mq_entry *e;
 	struct ibf_rdm_op *r;
 	int i;
 
 	ibf_lock_acquire(&ep->lock);
 	for (i = 0; i < 2; i++) {
-		for (r = lists[i]->head; r; r = r->next) {
+		for (e = ibf_mq_first(queues[i]); e; e = ibf_mq_next(e)) {
+			r = ibf_rdm_of(e);
 			if (r->op.context != context)
 				continue;
-			ibf_rdm_list_remove(lists[i], r);
+			ibf_mq_posted_remove(queues[i], e);
 			r->op.len = 0;
 			ibf_rdm_complete(r, -FI_ECANCELED);
 			ibf_lock_release(&ep->lock);
