@@ -762,6 +762,20 @@ out:
 	close_all();
 }
 
+/* Post buf as n's multi-receive buffer, released below min bytes left
+ * (the buffer is its own context).  0 or -1. */
+static int multi_recv_post(struct node *n, uint8_t *buf, size_t len, size_t min)
+{
+	struct iovec iov = { buf, len };
+	struct fi_msg msg = { .msg_iov = &iov, .iov_count = 1,
+			      .addr = FI_ADDR_UNSPEC, .context = buf };
+
+	if (fi_setopt(&n->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+		      &min, sizeof(min)))
+		return -1;
+	return fi_recvmsg(n->ep, &msg, FI_MULTI_RECV) ? -1 : 0;
+}
+
 /*
  * FI_MULTI_RECV: one buffer takes message after message, each reported
  * where it landed; the one that leaves less than FI_OPT_MIN_MULTI_RECV
@@ -770,11 +784,9 @@ out:
 static void test_multi_recv(void)
 {
 	enum { BUF = 65536, MIN = 4096, SMALL = 3000, NSMALL = 16 };
-	size_t sizes[1 + NSMALL], off = 0, min = MIN;
+	size_t sizes[1 + NSMALL], off = 0;
 	uint8_t *rbuf = xbuf(BUF), *s = xbuf(16384);
 	struct node *ns[2];
-	struct fi_msg msg;
-	struct iovec iov = { rbuf, BUF };
 	struct comp c;
 	int i, ok, released = 0, n = 1 + NSMALL;
 
@@ -782,15 +794,9 @@ static void test_multi_recv(void)
 	ns[1] = node_open(1, FI_MSG | FI_MULTI_RECV, 0);
 	if (!ns[0] || !ns[1] || insert_all(ns, 2))
 		goto out;
-	ok = !fi_setopt(&ns[1]->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
-			&min, sizeof(min));
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.iov_count = 1;
-	msg.addr = FI_ADDR_UNSPEC;
-	msg.context = rbuf;
-	IBFT_CHECK(ok, "rdm-multi-recv-min", "FI_OPT_MIN_MULTI_RECV not taken");
-	ok = ok && !fi_recvmsg(ns[1]->ep, &msg, FI_MULTI_RECV);
+	ok = !multi_recv_post(ns[1], rbuf, BUF, MIN);
+	IBFT_CHECK(ok, "rdm-multi-recv-min", "FI_OPT_MIN_MULTI_RECV not taken, "
+		   "or the buffer not posted");
 	for (i = 0; ok && i < n; i++) {
 		sizes[i] = i ? SMALL : 16384;
 		ibft_fill(s, sizes[i], i);
@@ -829,10 +835,8 @@ static void test_multi_recv_few_ops(void)
 {
 	enum { BUF = 65536, MIN = 256, LEN = 100, N = 48 };
 	uint8_t *rbuf = xbuf(BUF), *s = xbuf(LEN * N);
-	size_t min = MIN, off = 0;
-	struct iovec iov = { rbuf, BUF };
+	size_t off = 0;
 	struct node *ns[2];
-	struct fi_msg msg;
 	struct comp c;
 	int i, ok, sent = 0;
 
@@ -842,14 +846,7 @@ static void test_multi_recv_few_ops(void)
 	want_rx_size = 0;
 	if (!ns[0] || !ns[1] || insert_all(ns, 2))
 		goto out;
-	ok = !fi_setopt(&ns[1]->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
-			&min, sizeof(min));
-	memset(&msg, 0, sizeof(msg));
-	msg.msg_iov = &iov;
-	msg.iov_count = 1;
-	msg.addr = FI_ADDR_UNSPEC;
-	msg.context = rbuf;
-	ok = ok && !fi_recvmsg(ns[1]->ep, &msg, FI_MULTI_RECV);
+	ok = !multi_recv_post(ns[1], rbuf, BUF, MIN);
 	for (i = 0; ok && i < N; i++) {
 		ibft_fill(s + i * LEN, LEN, i);
 		ok = !POST(fi_send(ns[0]->ep, s + i * LEN, LEN, NULL,
