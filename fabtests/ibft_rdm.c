@@ -1017,6 +1017,48 @@ out:
 }
 
 /*
+ * Messages a peer sent just before it closed: their sends completed, so
+ * they were delivered, and the receiver must report them even if it reads
+ * its CQ only after it has seen the peer disconnect.
+ */
+static void test_messages_before_close(void)
+{
+	enum { N = 16 };
+	uint8_t m[N][32], r[N][32] = { { 0 } };
+	struct node *ns[2];
+	struct comp c;
+	int i, ok, got = 0;
+
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	for (i = 0, ok = 1; ok && i < N; i++) {
+		snprintf((char *)m[i], sizeof(m[i]), "before close %d", i);
+		ok = !fi_trecv(ns[1]->ep, r[i], sizeof(r[i]), NULL, FI_ADDR_UNSPEC,
+			       (uint64_t)i, 0, r[i]) &&
+		     !POST(fi_tsend(ns[0]->ep, m[i], sizeof(m[i]), NULL,
+				    ns[0]->peer[1], (uint64_t)i, m[i]));
+	}
+	/* Only the sender progresses until its sends are done; then it
+	 * closes, and the receiver's connection thread sees it go. */
+	for (i = 0; ok && i < N; i++)
+		ok = !wait_comp_alone(ns[0], &c, WAIT_MS) && !c.err;
+	node_close(ns[0]);
+	usleep(500000);
+	while (ok && got < N && !wait_comp(ns[1], &c, 5000)) {
+		ok = !c.err;
+		got += ok;
+	}
+	for (i = 0; i < N; i++)
+		ok = ok && !strcmp((char *)r[i], (char *)m[i]);
+	IBFT_CHECK(ok && got == N, "rdm-messages-before-close", "%d of %d "
+		   "messages sent before the peer closed were received", got, N);
+out:
+	close_all();
+}
+
+/*
  * FI_PROGRESS_AUTO: a rendezvous send completes while only the sender
  * reads its CQ; the receiver's reads and FIN happen without it.
  */
@@ -1131,8 +1173,10 @@ int main(int argc, char **argv)
 		test_threads();
 	if (RUN("simul"))
 		test_simultaneous();
-	if (RUN("deadpeer"))
+	if (RUN("deadpeer")) {
 		test_dead_peer();
+		test_messages_before_close();
+	}
 	if (t && !strcmp(t, "linkdown")) {	/* named only: it cuts the wire */
 		test_link_down();
 		test_link_down_stale_rts();

@@ -84,7 +84,9 @@ enum { IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING };
 struct ibf_rdm_hdr {
 	uint64_t tag;
 	uint64_t data;
-	uint32_t conn;		/* the receiver's index of this connection */
+	uint32_t conn;		/* the receiver's index of this connection: a
+				 * hint only, the receiver knows the sender by
+				 * the QP the message came in on */
 	uint8_t type;
 	uint8_t flags;
 	uint16_t rsvd;
@@ -154,10 +156,10 @@ struct ibf_rdm_conn {
 	struct ibf_rdm_op *stalled_head, *stalled_tail;
 	int established;	/* its QP is up (cm_lock; read as a hint) */
 	/*
-	 * The number of its current QP (atomic): an arrival is this
-	 * connection's only if it came in on this QP.  The index in a header
-	 * just says where to look; the peer cannot pose as another, and
-	 * nothing from a dead QP of this connection is taken as current.
+	 * The number of its current QP (atomic; 0 between lives).  Arrivals
+	 * find their connection by QP (ep->qp_map), never by what the peer
+	 * wrote; one on an earlier QP of the connection is still delivered
+	 * (the sender was told it was), but is of a life that has ended.
 	 */
 	uint32_t qp_num;
 	/*
@@ -239,6 +241,19 @@ struct ibf_rdm_list {
 	struct ibf_rdm_op *head, *tail;
 };
 
+/*
+ * QP number -> connection, for every QP the endpoint's connections have had
+ * (they live until it closes).  Written by the connection thread under
+ * cm_lock, read by the data path without it: slots are single 64-bit
+ * words, and a full table is replaced by a larger one, the old kept until
+ * close, so a reader never sees freed memory.
+ */
+struct ibf_qp_map {
+	uint64_t *slot;		/* qp_num << 32 | (conn index + 1); 0: empty */
+	uint32_t mask, used;
+	struct ibf_qp_map *old;
+};
+
 struct ibf_rdm_ep {
 	struct fid_ep ep_fid;
 	struct ibf_domain *domain;
@@ -277,6 +292,7 @@ struct ibf_rdm_ep {
 	struct ibf_rdm_conn **conn_dir[IBF_CONN_DIRS];
 	uint32_t nconns;	/* atomic */
 	struct ibf_rdm_conn **peers;	/* by fi_addr; the data path's */
+	struct ibf_qp_map *qp_map;	/* atomic pointer */
 	size_t npeers;
 	struct ibv_srq *srq;
 	/* All QPs complete here; the user's CQs progress it when read. */
@@ -376,8 +392,10 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err);
 /* Work the connection thread left for progress (CQ lock, not ep lock). */
 void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep);
-/* The connection a received header names; NULL if none. */
 struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep *ep, uint32_t index);
+/* The connection whose QP (now or in an earlier life) qp_num is; NULL if
+ * none of ours. */
+struct ibf_rdm_conn *ibf_rdm_qp_conn(struct ibf_rdm_ep *ep, uint32_t qp_num);
 fi_addr_t ibf_rdm_conn_addr(struct ibf_rdm_conn *conn);
 
 /*

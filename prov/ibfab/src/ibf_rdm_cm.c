@@ -55,6 +55,91 @@ struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep *ep, uint32_t index)
 	return __atomic_load_n(&chunk[index % IBF_CONN_CHUNK], __ATOMIC_ACQUIRE);
 }
 
+static uint32_t ibf_qp_hash(uint32_t qp_num)
+{
+	return (qp_num * 0x9e3779b1u) >> 7;
+}
+
+struct ibf_rdm_conn *ibf_rdm_qp_conn(struct ibf_rdm_ep *ep, uint32_t qp_num)
+{
+	struct ibf_qp_map *m = __atomic_load_n(&ep->qp_map, __ATOMIC_ACQUIRE);
+	uint32_t i, n;
+	uint64_t e;
+
+	if (unlikely(!m))
+		return NULL;
+	for (i = ibf_qp_hash(qp_num), n = 0; n <= m->mask; i++, n++) {
+		e = __atomic_load_n(&m->slot[i & m->mask], __ATOMIC_ACQUIRE);
+		if (!e)
+			return NULL;
+		if ((uint32_t)(e >> 32) == qp_num)
+			return ibf_rdm_conn_at(ep, (uint32_t)e - 1);
+	}
+	return NULL;
+}
+
+/* Put e in m (room is certain); 1 if it took an empty slot. */
+static int ibf_qp_map_put(struct ibf_qp_map *m, uint64_t e)
+{
+	uint32_t i = ibf_qp_hash((uint32_t)(e >> 32));
+	uint64_t cur;
+
+	for (;; i++) {
+		cur = m->slot[i & m->mask];
+		if (!cur || (uint32_t)(cur >> 32) == (uint32_t)(e >> 32)) {
+			__atomic_store_n(&m->slot[i & m->mask], e, __ATOMIC_RELEASE);
+			return !cur;
+		}
+	}
+}
+
+/*
+ * cm_lock held: conn's new QP, before it can carry anything.  A QP number
+ * the device reuses (a failed attempt's QP is destroyed at once) is
+ * overwritten.  At most half full: a full one is replaced by one twice
+ * its size.
+ */
+static int ibf_rdm_qp_map_set(struct ibf_rdm_ep *ep, uint32_t qp_num,
+			      struct ibf_rdm_conn *conn)
+{
+	struct ibf_qp_map *m = ep->qp_map, *n;
+	uint32_t i, cap;
+
+	if (!m || 2 * (m->used + 1) > m->mask + 1) {
+		cap = m ? 2 * (m->mask + 1) : 64;
+		n = calloc(1, sizeof(*n));
+		if (n)
+			n->slot = calloc(cap, sizeof(*n->slot));
+		if (!n || !n->slot) {
+			free(n);
+			IBF_WARN(FI_LOG_EP_CTRL, "no memory for a QP of a "
+				 "connection: refused\n");
+			return -FI_ENOMEM;
+		}
+		n->mask = cap - 1;
+		for (i = 0; m && i <= m->mask; i++)
+			if (m->slot[i])
+				n->used += ibf_qp_map_put(n, m->slot[i]);
+		n->old = m;
+		__atomic_store_n(&ep->qp_map, n, __ATOMIC_RELEASE);
+		m = n;
+	}
+	m->used += ibf_qp_map_put(m, (uint64_t)qp_num << 32 | (conn->index + 1));
+	return 0;
+}
+
+static void ibf_rdm_qp_map_free(struct ibf_rdm_ep *ep)
+{
+	struct ibf_qp_map *m = ep->qp_map, *old;
+
+	for (; m; m = old) {
+		old = m->old;
+		free(m->slot);
+		free(m);
+	}
+	ep->qp_map = NULL;
+}
+
 /* The sender's fi_addr, looked up in the AV the first time it is needed. */
 fi_addr_t ibf_rdm_conn_addr(struct ibf_rdm_conn *conn)
 {
@@ -574,6 +659,8 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 
 	id->context = conn;
 	ret = ibf_rdm_qp_create(ep, id);
+	if (!ret)
+		ret = ibf_rdm_qp_map_set(ep, id->qp->qp_num, conn);
 	if (ret) {
 		ibf_rdm_reject(id, 0);
 		ibf_rdm_bury(ep, id);
@@ -753,7 +840,8 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		if (ibf_rdm_qp_create(ep, id)) {
+		if (ibf_rdm_qp_create(ep, id) ||
+		    ibf_rdm_qp_map_set(ep, id->qp->qp_num, conn)) {
 			ibf_rdm_conn_fail(conn, -FI_ENOMEM);
 			break;
 		}
@@ -988,6 +1076,7 @@ void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep)
 		rdma_destroy_id(ep->graveyard[i]);
 	}
 	free(ep->graveyard);
+	ibf_rdm_qp_map_free(ep);
 	for (i = 0; i < ep->nconns; i++)
 	{
 		struct ibf_rdm_conn *conn = ibf_rdm_conn_at(ep, i);

@@ -394,14 +394,17 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	}
 	/* The sender is whoever owns the QP it came in on, whatever the
 	 * header says. */
-	b->conn = ibf_rdm_conn_at(ep, hdr->conn);
-	if (unlikely(!b->conn || wc->qp_num !=
-		     __atomic_load_n(&b->conn->qp_num, __ATOMIC_ACQUIRE))) {
-		ibf_rdm_drop(ep, b, "it names a connection other than the "
-			     "one it came on (or one that has ended)");
+	b->conn = ibf_rdm_qp_conn(ep, wc->qp_num);
+	if (unlikely(!b->conn)) {
+		ibf_rdm_drop(ep, b, "it came in on no connection of ours");
 		return;
 	}
+	/* On an earlier QP of the connection: delivered all the same (its
+	 * sender was told so), but of a life that has ended, whose
+	 * rendezvous can no longer be read or answered. */
 	b->epoch = __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE);
+	if (unlikely(wc->qp_num != __atomic_load_n(&b->conn->qp_num, __ATOMIC_ACQUIRE)))
+		b->epoch--;
 	switch (hdr->type) {
 	case IBF_RDM_FIN:
 		if (unlikely(wc->byte_len < IBF_HDR + sizeof(struct ibf_rdm_fin))) {
