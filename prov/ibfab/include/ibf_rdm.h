@@ -413,6 +413,9 @@ extern struct fi_ops_tagged ibf_rdm_tagged_ops;
 void ibf_rdm_release(struct ibf_op *op);
 ssize_t ibf_rdm_cancel(struct ibf_rdm_ep *ep, void *context);
 void ibf_rdm_unregister(struct ibf_rdm_op *op);
+/* An arrival in bounce b that does not fit: counted, said, never acted on;
+ * b goes back to the SRQ. */
+void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why);
 size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count);
 
 /* ibf_rdm_rndv.c: rendezvous (ep->lock held) */

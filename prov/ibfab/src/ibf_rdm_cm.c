@@ -420,9 +420,15 @@ void ibf_rdm_stall(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	conn->stalled_tail = op;
 }
 
-static int ibf_rdm_qp_create(struct ibf_rdm_ep *ep, struct rdma_cm_id *id)
+/*
+ * conn's QP on id, made its current one: arrivals on it are conn's
+ * (ep->qp_map) from before the peer can send on it.  cm_lock held.
+ */
+static int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id)
 {
+	struct ibf_rdm_ep *ep = conn->ep;
 	struct ibv_qp_init_attr attr = { 0 };
+	int ret;
 
 	attr.qp_type = IBV_QPT_RC;
 	attr.send_cq = ep->hcq;
@@ -441,7 +447,10 @@ static int ibf_rdm_qp_create(struct ibf_rdm_ep *ep, struct rdma_cm_id *id)
 		}
 	}
 	ep->max_inline = attr.cap.max_inline_data;
-	return 0;
+	ret = ibf_rdm_qp_map_set(ep, id->qp->qp_num, conn);
+	if (!ret)
+		__atomic_store_n(&conn->qp_num, id->qp->qp_num, __ATOMIC_RELEASE);
+	return ret;
 }
 
 static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
@@ -658,15 +667,12 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	int ret;
 
 	id->context = conn;
-	ret = ibf_rdm_qp_create(ep, id);
-	if (!ret)
-		ret = ibf_rdm_qp_map_set(ep, id->qp->qp_num, conn);
+	ret = ibf_rdm_qp_create(conn, id);
 	if (ret) {
 		ibf_rdm_reject(id, 0);
 		ibf_rdm_bury(ep, id);
 		return;
 	}
-	__atomic_store_n(&conn->qp_num, id->qp->qp_num, __ATOMIC_RELEASE);
 	ibf_rdm_cm_data(ep, conn, &d);
 	ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
 	/*
@@ -840,12 +846,10 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		if (ibf_rdm_qp_create(ep, id) ||
-		    ibf_rdm_qp_map_set(ep, id->qp->qp_num, conn)) {
+		if (ibf_rdm_qp_create(conn, id)) {
 			ibf_rdm_conn_fail(conn, -FI_ENOMEM);
 			break;
 		}
-		__atomic_store_n(&conn->qp_num, id->qp->qp_num, __ATOMIC_RELEASE);
 		ibf_rdm_cm_data(ep, conn, &d);
 		ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
 		if (rdma_connect(id, &cp))
@@ -1077,8 +1081,7 @@ void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep)
 	}
 	free(ep->graveyard);
 	ibf_rdm_qp_map_free(ep);
-	for (i = 0; i < ep->nconns; i++)
-	{
+	for (i = 0; i < ep->nconns; i++) {
 		struct ibf_rdm_conn *conn = ibf_rdm_conn_at(ep, i);
 
 		free(conn->probe);

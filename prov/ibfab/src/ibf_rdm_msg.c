@@ -344,8 +344,7 @@ static void ibf_rdm_multi_drain(struct ibf_rdm_ep *ep)
 	ep->multi_draining = 0;
 }
 
-/* An arrival that does not fit: counted, said, its buffer reposted. */
-static void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			 const char *why)
 {
 	ep->dropped++;

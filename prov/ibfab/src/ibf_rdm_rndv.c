@@ -316,11 +316,8 @@ void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 			op->read_err = fin->status;
 		if (--op->reads_left == 0)
 			ibf_rdm_complete(op, op->read_err);
+		ibf_rdm_bounce_post(ep, b);
 	} else {
-		ep->dropped++;
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a FIN for no "
-			       "rendezvous send of its sender's (%llu dropped "
-			       "so far): ignored\n", (unsigned long long)ep->dropped);
+		ibf_rdm_drop(ep, b, "a FIN for no rendezvous send of its sender's");
 	}
-	ibf_rdm_bounce_post(ep, b);
 }
