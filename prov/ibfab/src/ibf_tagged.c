@@ -4,10 +4,11 @@
  * RC delivers a message into whatever receive is posted next, so tags
  * cannot be matched by the device.  In tagged mode every message, tagged or
  * not, travels as [struct ibf_tag_hdr][payload] and lands in a bounce
- * buffer of the endpoint's own; software matches it against the posted
- * receives, in posting order, and copies it out.  A message nobody has
- * asked for yet stays in its bounce (unexpected) until a receive matches
- * it; a peer that sends more than there are bounces waits (RNR).  Messages
+ * buffer of the endpoint's own; the matcher (ibf_match.h, the one RDM
+ * endpoints use) matches it against the posted receives, in posting order,
+ * and it is copied out.  A message nobody has asked for yet stays in its
+ * bounce (unexpected) until a receive matches it; a peer that sends more
+ * than there are bounces waits (RNR).  Messages
  * are at most FI_IBFAB_EAGER_SIZE bytes, as max_msg_size says.
  *
  * Completions of matched receives are made here, not by the device: they
@@ -23,19 +24,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ibf_match.h"
 #include "ibf_post.h"
 
 #define IBF_TAGGED_IOV 4
 
+/* A connected endpoint has one peer: its key in the matcher. */
+#define IBF_TAGGED_PEER 1
+
 struct ibf_urecv {		/* beside its ibf_op */
 	struct iovec iov[IBF_TAGGED_IOV];
 	size_t count;
-	uint64_t ignore;
 	int tagged;
-};
-
-struct ibf_list {		/* of slot indices, -1 terminated */
-	int head, tail;
+	struct ibf_mq_entry me;	/* posted: its tag, ignore bits, the peer */
 };
 
 struct ibf_tagged {
@@ -47,7 +48,7 @@ struct ibf_tagged {
 	uint8_t *rx_mem;
 	struct ibv_mr *rx_mr;
 	struct ibf_op *bounce;
-	int *bounce_next;
+	struct ibf_mq_entry *held;	/* a bounce's, while it is unexpected */
 	int posted;		/* bounces in the RQ; atomic */
 	/* One send buffer per send queue slot. */
 	uint8_t *tx_mem;
@@ -56,9 +57,10 @@ struct ibf_tagged {
 	uint32_t nurecv;
 	struct ibf_op *urecv;
 	struct ibf_urecv *ext;
-	int *urecv_next;	/* links of the free and posted lists */
+	int *urecv_next;	/* links of the free list */
 	int free_head;
-	struct ibf_list msgs, tags, unexpected;
+	/* Posted receives and unexpected messages: [0] untagged, [1] tagged. */
+	struct ibf_mq posted_q[2], unexp_q[2];
 	int reserved;		/* soft ring room taken in rcq */
 };
 
@@ -67,64 +69,47 @@ static uint8_t *ibf_bounce_mem(struct ibf_tagged *t, struct ibf_op *b)
 	return t->rx_mem + (size_t)(b - t->bounce) * t->slot;
 }
 
-static void ibf_list_append(struct ibf_list *l, int *next, int i)
-{
-	next[i] = -1;
-	if (l->tail < 0)
-		l->head = i;
-	else
-		next[l->tail] = i;
-	l->tail = i;
-}
-
-static void ibf_list_unlink(struct ibf_list *l, int *next, int prev, int i)
-{
-	if (prev < 0)
-		l->head = next[i];
-	else
-		next[prev] = next[i];
-	if (l->tail == i)
-		l->tail = prev;
-}
-
-static int ibf_tag_match(uint64_t want, uint64_t ignore, uint64_t got)
-{
-	return ((want ^ got) & ~ignore) == 0;
-}
-
-/* Called with rx_lock held: the first posted receive for hdr, unlinked. */
+/* Called with rx_lock held: the first posted receive for hdr, unposted. */
 static int ibf_match_posted(struct ibf_tagged *t, const struct ibf_tag_hdr *hdr)
 {
-	struct ibf_list *l = (hdr->flags & IBF_HDR_TAGGED) ? &t->tags : &t->msgs;
-	int i, prev = -1;
+	int tagged = !!(hdr->flags & IBF_HDR_TAGGED);
+	struct ibf_mq *q = &t->posted_q[tagged];
+	struct ibf_mq_entry *e;
 
-	for (i = l->head; i >= 0; prev = i, i = t->urecv_next[i]) {
-		if (!(hdr->flags & IBF_HDR_TAGGED) ||
-		    ibf_tag_match(t->urecv[i].tag, t->ext[i].ignore, hdr->tag)) {
-			ibf_list_unlink(l, t->urecv_next, prev, i);
-			return i;
-		}
-	}
-	return -1;
+	e = ibf_mq_posted_match(q, tagged ? hdr->tag : 0, IBF_TAGGED_PEER);
+	if (!e)
+		return -1;
+	ibf_mq_posted_remove(q, e);
+	return (int)(container_of(e, struct ibf_urecv, me) - t->ext);
 }
 
-/* Called with rx_lock held: the first unexpected message for receive r. */
+/* Called with rx_lock held: hold bounce i, whose message no receive took. */
+static void ibf_hold(struct ibf_tagged *t, int i)
+{
+	const struct ibf_tag_hdr *hdr = (const void *)ibf_bounce_mem(t, &t->bounce[i]);
+	int tagged = !!(hdr->flags & IBF_HDR_TAGGED);
+
+	t->held[i].tag = tagged ? hdr->tag : 0;
+	t->held[i].ignore = 0;
+	t->held[i].src = IBF_TAGGED_PEER;
+	ibf_mq_park(&t->unexp_q[tagged], &t->held[i]);
+}
+
+/* Called with rx_lock held: the first unexpected message for receive r,
+ * taken out. */
 static int ibf_match_unexpected(struct ibf_tagged *t, int r)
 {
-	int i, prev = -1;
+	const struct ibf_mq_entry *me = &t->ext[r].me;
+	struct ibf_mq *q = &t->unexp_q[t->ext[r].tagged];
+	struct ibf_mq_entry *e;
 
-	for (i = t->unexpected.head; i >= 0; prev = i, i = t->bounce_next[i]) {
-		const struct ibf_tag_hdr *hdr = (const void *)ibf_bounce_mem(t, &t->bounce[i]);
-
-		if (!!(hdr->flags & IBF_HDR_TAGGED) != t->ext[r].tagged)
-			continue;
-		if (t->ext[r].tagged &&
-		    !ibf_tag_match(t->urecv[r].tag, t->ext[r].ignore, hdr->tag))
-			continue;
-		ibf_list_unlink(&t->unexpected, t->bounce_next, prev, i);
-		return i;
-	}
-	return -1;
+	if (ibf_mq_empty(q))
+		return -1;
+	e = ibf_mq_unexp_match(q, me->tag, me->ignore, me->src);
+	if (!e)
+		return -1;
+	ibf_mq_unexp_remove(q, e);
+	return (int)(e - t->held);
 }
 
 static int ibf_bounce_post(struct ibf_tagged *t, struct ibf_op *b)
@@ -204,7 +189,7 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 	ibf_lock_acquire(&t->ep->rx_lock);
 	r = ibf_match_posted(t, (const void *)ibf_bounce_mem(t, b));
 	if (r < 0)
-		ibf_list_append(&t->unexpected, t->bounce_next, (int)(b - t->bounce));
+		ibf_hold(t, (int)(b - t->bounce));
 	ibf_lock_release(&t->ep->rx_lock);
 	if (r < 0)
 		return;
@@ -239,15 +224,17 @@ int ibf_tagged_outstanding(struct ibf_ep *ep)
 	return ep->tagged ? __atomic_load_n(&ep->tagged->posted, __ATOMIC_RELAXED) : 0;
 }
 
-/* Called with rx_lock held: unlink the posted receive with this context. */
-static int ibf_unlink_context(struct ibf_tagged *t, struct ibf_list *l,
+/* Called with rx_lock held: unpost the receive with this context. */
+static int ibf_unpost_context(struct ibf_tagged *t, struct ibf_mq *q,
 			      void *context)
 {
-	int i, prev = -1;
+	struct ibf_mq_entry *e;
+	int i;
 
-	for (i = l->head; i >= 0; prev = i, i = t->urecv_next[i]) {
+	for (e = ibf_mq_first(q); e; e = ibf_mq_next(e)) {
+		i = (int)(container_of(e, struct ibf_urecv, me) - t->ext);
 		if (t->urecv[i].context == context) {
-			ibf_list_unlink(l, t->urecv_next, prev, i);
+			ibf_mq_posted_remove(q, e);
 			return i;
 		}
 	}
@@ -268,9 +255,9 @@ ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context)
 	if (!t)
 		return -FI_ENOENT;
 	ibf_lock_acquire(&ep->rx_lock);
-	r = ibf_unlink_context(t, &t->tags, context);
+	r = ibf_unpost_context(t, &t->posted_q[1], context);
 	if (r < 0)
-		r = ibf_unlink_context(t, &t->msgs, context);
+		r = ibf_unpost_context(t, &t->posted_q[0], context);
 	ibf_lock_release(&ep->rx_lock);
 	if (r < 0)
 		return -FI_ENOENT;
@@ -318,13 +305,15 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 	for (i = 0; i < count; i++)
 		x->iov[i] = iov[i];
 	x->count = count;
-	x->ignore = ignore;
 	x->tagged = tagged;
+	x->me.tag = tagged ? tag : 0;
+	x->me.ignore = tagged ? ignore : ~0ull;	/* untagged: any message */
+	x->me.src = IBF_TAGGED_PEER;
 	t->urecv[r].context = context;
 	t->urecv[r].tag = tag;
 	u = ibf_match_unexpected(t, r);
 	if (u < 0)
-		ibf_list_append(tagged ? &t->tags : &t->msgs, t->urecv_next, r);
+		ibf_mq_post(&t->posted_q[tagged], &x->me);
 	ibf_lock_release(&ep->rx_lock);
 	if (u >= 0) {
 		ibf_deliver(t, r, &t->bounce[u]);
@@ -425,12 +414,16 @@ int ibf_tagged_init(struct ibf_ep *ep)
 	t->slot = sizeof(struct ibf_tag_hdr) + ibf_params.eager_size;
 	t->nbounce = t->nurecv = ep->rx.size;
 	t->bounce = calloc(t->nbounce, sizeof(*t->bounce));
-	t->bounce_next = calloc(t->nbounce, sizeof(*t->bounce_next));
+	t->held = calloc(t->nbounce, sizeof(*t->held));
 	t->urecv = calloc(t->nurecv, sizeof(*t->urecv));
 	t->ext = calloc(t->nurecv, sizeof(*t->ext));
 	t->urecv_next = calloc(t->nurecv, sizeof(*t->urecv_next));
-	if (!t->bounce || !t->bounce_next || !t->urecv || !t->ext || !t->urecv_next)
+	if (!t->bounce || !t->held || !t->urecv || !t->ext || !t->urecv_next)
 		goto err;
+	for (i = 0; i < 2; i++)
+		if (ibf_mq_init(&t->posted_q[i], t->nurecv) ||
+		    ibf_mq_init(&t->unexp_q[i], t->nbounce))
+			goto err;
 	t->rx_mem = ibf_alloc_reg(ep, t->nbounce * t->slot, IBV_ACCESS_LOCAL_WRITE,
 				  &t->rx_mr);
 	t->tx_mem = t->rx_mem ? ibf_alloc_reg(ep, ep->tx.size * t->slot, 0,
@@ -450,9 +443,6 @@ int ibf_tagged_init(struct ibf_ep *ep)
 		t->urecv_next[i] = i + 1 < t->nurecv ? (int)i + 1 : -1;
 	}
 	t->free_head = 0;
-	t->msgs.head = t->msgs.tail = -1;
-	t->tags.head = t->tags.tail = -1;
-	t->unexpected.head = t->unexpected.tail = -1;
 	/* Every receive slot and every bounce may wait in the CQ at once. */
 	if (ibf_cq_soft_reserve(t->rcq, t->nurecv + t->nbounce))
 		goto err;
@@ -491,8 +481,12 @@ void ibf_tagged_fini(struct ibf_ep *ep)
 		ibv_dereg_mr(t->tx_mr);
 	free(t->rx_mem);
 	free(t->tx_mem);
+	for (int i = 0; i < 2; i++) {
+		ibf_mq_fini(&t->posted_q[i]);
+		ibf_mq_fini(&t->unexp_q[i]);
+	}
 	free(t->bounce);
-	free(t->bounce_next);
+	free(t->held);
 	free(t->urecv);
 	free(t->ext);
 	free(t->urecv_next);
