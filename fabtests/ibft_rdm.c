@@ -940,6 +940,63 @@ out:
 }
 
 /*
+ * The wire goes away after the peers' addresses are known (another pair
+ * of endpoints has just talked across it), and an endpoint then sends to a
+ * peer it never connected to: the connection request goes unanswered,
+ * which the CM would retry for a minute or more.  The send fails within
+ * the provider's connect time limit (10 s for ibfab) instead.
+ */
+static void test_link_down_connect(void)
+{
+	const char *down = getenv("IBFT_LINK_DOWN"), *up = getenv("IBFT_LINK_UP");
+	uint8_t m[64] = "unanswered", r[64];
+	struct node *ns[4];
+	struct comp c;
+	long t0, took = -1;
+	int ok;
+
+	if (!down || !up || !ibft_opts.dst) {
+		printf("skip - rdm-link-down-connect [%s]: needs IBFT_LINK_DOWN, "
+		       "IBFT_LINK_UP and two devices (-d)\n", ibft_opts.prov);
+		return;
+	}
+	/* Measured in the guest: fi_tsend answered -FI_EAGAIN for 20 s. */
+	if (ibft_deviates("verbs;ofi_rxm", "rdm-link-down-connect", "rxm "
+			  "refuses the send (-FI_EAGAIN) while its connect "
+			  "request goes unanswered, as long as the CM retries it"))
+		return;
+	for (int i = 0; i < 4; i++)
+		if (!(ns[i] = node_open(i, FI_TAGGED, 0)))
+			goto out;
+	if (insert_all(ns, 4))
+		goto out;
+	/* 0 and 1 talk: each side knows the other's link address now. */
+	ok = !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 1, 0, r) &&
+	     !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 1, m)) &&
+	     !wait_comp(ns[0], &c, WAIT_MS) && !c.err &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	if (!IBFT_CHECK(ok, "rdm-link-down-connect-before", "no exchange over "
+			"the wire"))
+		goto out;
+	ok = system(down) == 0;
+	t0 = now_ms();
+	ok = ok && !POST(fi_tsend(ns[2]->ep, m, sizeof(m), NULL, ns[2]->peer[3], 2, m));
+	ok = ok && !wait_comp(ns[2], &c, 120000);
+	took = now_ms() - t0;
+	printf("# a send to a peer never reached: err %d after %ld ms\n",
+	       ok ? c.err : 0, took);
+	IBFT_CHECK(ok && c.err && c.e.op_context == m && took < 30000,
+		   "rdm-link-down-connect", "a send to a peer whose connection "
+		   "request goes unanswered: %s after %ld ms (limit 30 s)",
+		   !ok ? "no completion" : c.err ? "error" : "success", took);
+out:
+	if (up)
+		(void)!system(up);
+	sleep(2);	/* the port comes back up */
+	close_all();
+}
+
+/*
  * A rendezvous message B holds unexpected outlives the connection it came
  * on: the wire dies (A's sends fail, A's connection ends), comes back, and
  * A connects anew.  When B then posts the receive that matches the old
@@ -1180,6 +1237,7 @@ int main(int argc, char **argv)
 	if (t && !strcmp(t, "linkdown")) {	/* named only: it cuts the wire */
 		test_link_down();
 		test_link_down_stale_rts();
+		test_link_down_connect();
 	}
 	return ibft_finish();
 }

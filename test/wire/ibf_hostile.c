@@ -12,7 +12,9 @@
  *   - an RTS whose segments do not add up to its length, and a message
  *     shorter than a header;
  *   - connection requests claiming a name on another host, and B's name
- *     while B is connected.
+ *     while B is connected;
+ *   - as a listener A sends to: a refusal saying "I connect to you" (the
+ *     answer to a simultaneous connect), and then never connecting.
  * A must act on none of them, and its traffic with B must go on as if R
  * had not been there.  White-box by nature (R speaks ibfab's wire format,
  * from ibf_rdm.h), so it runs against ibfab only.
@@ -20,6 +22,7 @@
  * Output as the fabtests programs: "ok - NAME" / "not ok - NAME: why".
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,7 +30,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm.h"	/* the wire format, and names */
 #include "ibft.h"
 #include "ibft_rdm_node.h"
 
@@ -166,6 +169,63 @@ static int has_comp(struct node *n, void *ctx, int ms, struct comp *out)
 	return 0;
 }
 
+/*
+ * R listens on host; A sends to it.  R refuses every request as the winner
+ * of a simultaneous connect would, and never connects itself.  A's send must
+ * fail within its connect time limit, not wait for ever.  1 if it did.
+ */
+static int rogue_tiebreak_liar(struct node *a, const char *host, int limit_ms)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct ibf_rdm_cm_data d = { .magic = IBF_RDM_CM_TIEBREAK };
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *lid = NULL;
+	struct rdma_cm_event *ev;
+	fi_addr_t to = FI_ADDR_NOTAVAIL;
+	uint8_t m[8] = "liar";
+	int refused = 0, failed = 0;
+	struct comp *c;
+	long end;
+
+	if (!ch || fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) ||
+	    inet_pton(AF_INET, host, &sin.sin_addr) != 1 ||
+	    rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(lid, (struct sockaddr *)&sin) || rdma_listen(lid, 8))
+		goto out;
+	sin.sin_port = rdma_get_src_port(lid);
+	if (fi_av_insert(a->av, &sin, 1, &to, 0, NULL) != 1 ||
+	    POST(fi_send(a->ep, m, sizeof(m), NULL, to, m)))
+		goto out;
+	for (end = now_ms() + limit_ms; now_ms() < end && !failed;) {
+		poll_all();
+		while (a->head != a->tail) {
+			c = &a->ring[a->head++ % COMP_RING];
+			if (c->e.op_context == m)
+				failed = c->err != 0;
+		}
+		if (rdma_get_cm_event(ch, &ev))
+			continue;
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			struct rdma_cm_id *req = ev->id;
+
+			rdma_reject(req, &d, sizeof(d));
+			rdma_ack_cm_event(ev);
+			rdma_destroy_id(req);
+			refused++;
+		} else {
+			rdma_ack_cm_event(ev);
+		}
+	}
+	if (!refused)
+		fprintf(stderr, "# the liar never got a request\n");
+out:
+	if (lid)
+		rdma_destroy_id(lid);
+	if (ch)
+		rdma_destroy_event_channel(ch);
+	return refused && failed;
+}
+
 static void hdr_init(struct ibf_rdm_hdr *h, uint8_t type, uint32_t conn,
 		     uint64_t tag)
 {
@@ -200,6 +260,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ibf_hostile needs -s ADDR_A -d ADDR_B\n");
 		return 2;
 	}
+	/* Connects give up after 3 s (rogue_tiebreak_liar waits for it). */
+	setenv("FI_IBFAB_RDM_CONNECT_TIMEOUT", "3000", 0);
 	s = xbuf(big);
 	rb = xbuf(big);
 	ns[0] = node_open(0, FI_TAGGED | FI_DIRECTED_RECV, 0);
@@ -295,6 +357,15 @@ int main(int argc, char **argv)
 	     has_comp(ns[1], r, WAIT_MS, &c) && !c.err && !memcmp(r, m, sizeof(m));
 	IBFT_CHECK(ok, "hostile-live-peer-unharmed", "A's message to B did not "
 		   "reach B after R claimed B's name");
+	IBFT_CHECK(rogue_tiebreak_liar(ns[0], ibft_opts.dst, 30000),
+		   "hostile-tiebreak-liar", "A's send to a peer that refused it as "
+		   "the winner of a simultaneous connect, and never connected, did "
+		   "not fail within 30 s (its connect time limit is 3 s)");
+	ok = !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 13, 0, r) &&
+	     !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 13, m)) &&
+	     has_comp(ns[1], r, WAIT_MS, &c) && !c.err;
+	IBFT_CHECK(ok, "hostile-liar-costs-only-its-own", "A's message to B did "
+		   "not reach B after the liar");
 out:
 	free(s);
 	free(rb);

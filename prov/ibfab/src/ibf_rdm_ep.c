@@ -16,112 +16,6 @@
 
 #include "ibf_rdm.h"
 
-/* ---- operation pools ---- */
-
-void ibf_rdm_list_append(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
-{
-	op->next = NULL;
-	op->prev = l->tail;
-	if (l->tail)
-		l->tail->next = op;
-	else
-		l->head = op;
-	l->tail = op;
-}
-
-void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
-{
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		l->head = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
-	else
-		l->tail = op->prev;
-	op->next = op->prev = NULL;
-}
-
-struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
-{
-	struct ibf_rdm_op *op = ep->tx_free;
-
-	if (likely(op))
-		ep->tx_free = op->next;
-	return op;
-}
-
-int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
-{
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)b->mem,
-		.length = (uint32_t)ep->slot,
-		.lkey = ep->mem_mr->lkey,
-	};
-	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&b->op, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
-	int ret;
-
-	b->state = IBF_RDM_BOUNCE_POSTED;
-	b->conn = NULL;
-	ret = ibv_post_srq_recv(ep->srq, &wr, &bad);
-	if (unlikely(ret)) {
-		IBF_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s: one eager "
-			 "buffer fewer\n", strerror(ret));
-		return ibf_errno_to_fi(ret);
-	}
-	return 0;
-}
-
-static int ibf_rdm_pools_init(struct ibf_rdm_ep *ep)
-{
-	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
-	size_t bytes = (size_t)(ep->ntx + ep->nbounce) * ep->slot;
-	struct ibf_rdm_op *op;
-
-	ep->ops = calloc(n, sizeof(*ep->ops));
-	if (!ep->ops || posix_memalign((void **)&ep->mem, 4096, bytes))
-		return -FI_ENOMEM;
-	ep->mem_mr = ibv_reg_mr(ep->domain->pd, ep->mem, bytes,
-				IBV_ACCESS_LOCAL_WRITE);
-	if (!ep->mem_mr) {
-		IBF_WARN(FI_LOG_EP_CTRL, "registering %zu bytes of eager "
-			 "buffers: %s\n", bytes, strerror(errno));
-		return ibf_errno_to_fi(errno);
-	}
-	for (i = 0; i < n; i++) {
-		op = &ep->ops[i];
-		op->op.kind = IBF_OP_RDM;
-		op->op.src = FI_ADDR_NOTAVAIL;
-		op->ep = ep;
-		if (i < ep->ntx) {
-			op->mem = ep->mem + (size_t)i * ep->slot;
-			op->next = ep->tx_free;
-			ep->tx_free = op;
-		} else if (i < ep->ntx + ep->nrx) {
-			op->next = ep->rx_free;
-			ep->rx_free = op;
-		} else {
-			op->is_bounce = 1;
-			op->mem = ep->mem + (size_t)(i - ep->nrx) * ep->slot;
-		}
-	}
-	return 0;
-}
-
-static int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep)
-{
-	uint32_t i;
-	int ret;
-
-	for (i = 0; i < ep->nbounce; i++) {
-		ret = ibf_rdm_bounce_post(ep, &ep->ops[ep->ntx + ep->nrx + i]);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
 /* ---- AV: fi_addrs that go away ---- */
 
 static void ibf_rdm_av_attach(struct ibf_rdm_ep *ep)
@@ -159,6 +53,7 @@ void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr)
 			if (ep->peers[addr]->fi_addr == addr)
 				ep->peers[addr]->fi_addr = FI_ADDR_NOTAVAIL;
 			ep->peers[addr] = NULL;
+			ibf_rdm_conns_reclaim_soon(ep);
 		}
 		ibf_lock_release(&ep->lock);
 	}
@@ -274,7 +169,8 @@ static void ibf_rdm_detach_cqs(struct ibf_rdm_ep *ep)
  */
 static int ibf_rdm_hcq_open(struct ibf_rdm_ep *ep)
 {
-	int size = (int)(ibf_rdm_sq_need(ep) + ep->nbounce);
+	/* Room for every op's completion, and the drains of dead QPs. */
+	int size = (int)(ibf_rdm_sq_need(ep) + ep->nbounce) + IBF_RDM_DRAINS;
 
 	if (ep->auto_progress || (ep->tx_cq && ep->tx_cq->channel) ||
 	    (ep->rx_cq && ep->rx_cq->channel)) {
@@ -342,7 +238,7 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	ret = ibf_rdm_hcq_open(ep);
 	if (ret)
 		return ret;
-	ret = ibf_rdm_pools_init(ep);
+	ret = ibf_rdm_ops_init(ep);
 	if (ret)
 		return ret;
 	ret = ibf_rdm_attach_cqs(ep);
@@ -434,21 +330,6 @@ static void ibf_rdm_mq_fini(struct ibf_rdm_ep *ep)
 	ibf_mq_fini(&ep->unexp_tag);
 }
 
-static void ibf_rdm_free_pools(struct ibf_rdm_ep *ep)
-{
-	ibf_rdm_mq_fini(ep);
-	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
-	int j;
-
-	for (i = 0; ep->ops && i < n; i++)
-		for (j = 0; j < ep->ops[i].nmr; j++)
-			ibv_dereg_mr(ep->ops[i].mr[j]);
-	if (ep->mem_mr)
-		ibv_dereg_mr(ep->mem_mr);
-	free(ep->mem);
-	free(ep->ops);
-}
-
 static int ibf_rdm_close(struct fid *fid)
 {
 	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
@@ -461,7 +342,8 @@ static int ibf_rdm_close(struct fid *fid)
 	ibf_rdm_hcq_close(ep);
 	if (ep->srq)
 		ibv_destroy_srq(ep->srq);
-	ibf_rdm_free_pools(ep);
+	ibf_rdm_mq_fini(ep);
+	ibf_rdm_ops_fini(ep);
 	if (ep->tx_cq)
 		ibf_ref_put(&ep->tx_cq->ref);
 	if (ep->rx_cq)
@@ -526,8 +408,8 @@ static struct fi_ops_cm ibf_rdm_cm_ops = {
 
 static ssize_t ibf_rdm_ep_cancel(fid_t fid, void *context)
 {
-	return ibf_rdm_cancel(container_of(fid, struct ibf_rdm_ep, ep_fid.fid),
-			      context);
+	return ibf_rdm_recv_cancel(container_of(fid, struct ibf_rdm_ep,
+						ep_fid.fid), context);
 }
 
 static int ibf_rdm_getopt(fid_t fid, int level, int optname, void *optval,
@@ -578,8 +460,8 @@ static void ibf_rdm_clamp(struct ibf_rdm_ep *ep, const struct ibv_device_attr *d
 	size_t max_cqe = da->max_cqe > 0 ? (size_t)da->max_cqe : 4096;
 	size_t max_wr = da->max_qp_wr > 0 ? (size_t)da->max_qp_wr : 4096;
 
-	while ((ibf_rdm_sq_need(ep) + ep->nbounce > max_cqe ||
-		ibf_rdm_sq_need(ep) > max_wr) &&
+	while ((ibf_rdm_sq_need(ep) + ep->nbounce + IBF_RDM_DRAINS > max_cqe ||
+		ibf_rdm_sq_need(ep) + 1 > max_wr) &&
 	       (ep->ntx > 16 || ep->nrx > 16 || ep->nbounce > 16)) {
 		ep->ntx = IBF_MAX(ep->ntx / 2, 16);
 		ep->nrx = IBF_MAX(ep->nrx / 2, 16);
@@ -643,7 +525,9 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	if (!ep)
 		return -FI_ENOMEM;
 	ep->domain = dom;
+	ep->up = &ibf_rdm_proto_upcalls;
 	ep->stop_fd = -1;
+	ep->wake_fd = -1;
 	ibf_lock_init(&ep->lock, ibf_threading_needs_lock(dom->info->domain_attr->threading));
 	pthread_mutex_init(&ep->cm_lock, NULL);
 	ep->info = fi_dupinfo(info);

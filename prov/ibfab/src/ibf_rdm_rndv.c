@@ -1,5 +1,5 @@
 /*
- * RDM rendezvous: messages above the eager size (see ibf_rdm.h).
+ * RDM rendezvous: messages above the eager size (ibf_rdm_proto.h).
  *
  * The sender registers its buffers and sends an RTS naming them; the
  * receiver, once a receive matches, registers that buffer (unless the
@@ -8,6 +8,8 @@
  * answers with a FIN from the bounce that held the RTS, which completes
  * the send.  Reads and FINs that find their connection's send queue full
  * wait in its stalled list (ibf_rdm_unstall goes on when slots return).
+ * Every step is bound to the connection and life (epoch) the RTS came on,
+ * and a FIN to the send's cookie, connection and life.
  * Called with ep->lock held.
  */
 #include "config.h"
@@ -18,14 +20,12 @@
 
 #include "ibf_rdm.h"
 
-#define IBF_HDR sizeof(struct ibf_rdm_hdr)
-
 /* Register the sender's buffers for the peer to read; fill the RTS. */
 int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 			     const struct iovec *iov, size_t count, size_t len)
 {
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
-	struct ibf_rdm_rts *rts = (void *)(op->mem + IBF_HDR);
+	struct ibf_rdm_rts *rts = (void *)(op->mem + IBF_RDM_HDR);
 	struct ibv_mr *mr;
 	size_t i;
 
@@ -51,8 +51,40 @@ int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		rts->seg[rts->nseg].rkey = mr->rkey;
 		rts->nseg++;
 	}
-	op->wire_len = IBF_HDR + sizeof(*rts);
+	op->wire_len = IBF_RDM_HDR + sizeof(*rts);
+	op->tx_state = IBF_RDM_TX_RTS;
+	op->reads_left = 2;	/* its own completion, and the FIN */
+	op->fin_seen = 0;
 	return 0;
+}
+
+int ibf_rdm_rts_fits(const struct ibf_rdm_op *b, uint32_t byte_len)
+{
+	const struct ibf_rdm_rts *rts = (const void *)(b->mem + IBF_RDM_HDR);
+	uint64_t sum = 0;
+	uint32_t i;
+
+	if (byte_len < IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) ||
+	    rts->nseg > IBF_RDM_IOV ||
+	    byte_len < IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) +
+		       rts->nseg * sizeof(rts->seg[0]))
+		return 0;
+	for (i = 0; i < rts->nseg; i++) {
+		if (rts->seg[i].len > rts->len - sum)
+			return 0;
+		sum += rts->seg[i].len;
+	}
+	return sum == rts->len;
+}
+
+void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err)
+{
+	if (err) {
+		op->state = IBF_RDM_TX;	/* a late FIN is ignored */
+		ibf_rdm_complete(op, err);
+	} else if (--op->reads_left == 0) {
+		ibf_rdm_complete(op, op->read_err);
+	}
 }
 
 /*
@@ -62,28 +94,25 @@ int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
  */
 static int ibf_rdm_bounce_stale(const struct ibf_rdm_op *b)
 {
-	return b->epoch != __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE);
+	return ibf_rdm_epoch_over(b->conn, b->epoch);
 }
 
 /* Post the FIN built in bounce b; a full send queue parks it. */
 static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 {
 	struct ibf_rdm_conn *conn = b->conn;
-	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)b->mem,
-		.length = IBF_HDR + sizeof(struct ibf_rdm_fin),
+		.length = IBF_RDM_HDR + sizeof(struct ibf_rdm_fin),
 		.lkey = ep->mem_mr->lkey,
 	};
-	int ret = -FI_ENOTCONN;
+	int ret;
 
 	if (ibf_rdm_bounce_stale(b)) {
 		ibf_rdm_bounce_post(ep, b);	/* no one to answer any more */
 		return;
 	}
-	if (id && id->qp)
-		ret = ibf_rdm_post_send(conn, b, &sge, 1,
-					sge.length <= ep->max_inline);
+	ret = ibf_rdm_post_send(conn, b, &sge, 1, sge.length <= ep->max_inline);
 	if (ret == -FI_EAGAIN) {
 		ibf_rdm_stall(conn, b);
 	} else if (ret) {
@@ -97,8 +126,8 @@ static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			     int status)
 {
-	struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_HDR);
-	struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_HDR);
+	struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_RDM_HDR);
+	struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_RDM_HDR);
 	struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	uint32_t cookie = rts->cookie;
 
@@ -147,34 +176,30 @@ static int ibf_rdm_rx_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
  */
 static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 {
-	const struct ibf_rdm_rts *rts = (void *)(r->bounce->mem + IBF_HDR);
-	struct rdma_cm_id *id = __atomic_load_n(&r->bounce->conn->id,
-						__ATOMIC_ACQUIRE);
+	const struct ibf_rdm_rts *rts = (void *)(r->bounce->mem + IBF_RDM_HDR);
+	struct ibf_rdm_conn *conn = r->bounce->conn;
 	const struct ibf_rdm_seg *seg;
 	struct ibv_sge sge[IBF_RDM_IOV];
-	struct ibv_send_wr wr, *bad;
+	struct ibv_send_wr wr;
 	size_t n, chunk;
 	int nsge = 0, ret;
 
-	if (!id || !id->qp)
-		return -FI_ENOTCONN;
 	if (ibf_rdm_bounce_stale(r->bounce))
 		return -FI_ECONNABORTED;
-	if (!ibf_rdm_credit_take(r->bounce->conn))
+	if (!ibf_rdm_credit_take(conn))
 		return -FI_EAGAIN;
 	while (r->rd_seg < rts->nseg && r->rd_soff == rts->seg[r->rd_seg].len) {
 		r->rd_seg++;
 		r->rd_soff = 0;
 	}
 	if (r->rd_seg >= rts->nseg) {
-		__atomic_add_fetch(&r->bounce->conn->credits, 1, __ATOMIC_RELEASE);
+		ibf_rdm_credit_untake(conn);
 		return -FI_EIO;	/* the segments hold less than the length */
 	}
 	seg = &rts->seg[r->rd_seg];
 	chunk = IBF_MIN(IBF_MIN(seg->len - r->rd_soff, (uint64_t)ep->max_read),
 			r->rd_left);
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uintptr_t)&r->op;
 	wr.opcode = IBV_WR_RDMA_READ;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.sg_list = sge;
@@ -197,15 +222,9 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 		chunk -= n;
 	}
 	wr.num_sge = nsge;
-	r->post_conn = r->bounce->conn;
-	r->post_epoch = r->post_conn->epoch;
-	__atomic_add_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
-	ret = ibv_post_send(id->qp, &wr, &bad);
-	if (ret) {
-		__atomic_sub_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&r->post_conn->credits, 1, __ATOMIC_RELEASE);
-		return ibf_errno_to_fi(ret);
-	}
+	ret = ibf_rdm_post_read(conn, r, &wr);
+	if (ret)
+		return ret;
 	r->reads_left++;
 	return 0;
 }
@@ -242,7 +261,7 @@ static void ibf_rdm_read_more(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 			       struct ibf_rdm_op *b)
 {
-	const struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_HDR);
+	const struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_RDM_HDR);
 	size_t cap = ibf_rdm_iov_len(r->iov, r->count), i;
 	size_t want = IBF_MIN(rts->len, cap);
 	int ret = 0;
@@ -281,12 +300,7 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
 	struct ibf_rdm_ep *ep = conn->ep;
 	struct ibf_rdm_op *op;
 
-	while ((op = conn->stalled_head) &&
-	       (!conn->id || __atomic_load_n(&conn->credits, __ATOMIC_ACQUIRE) > 0)) {
-		conn->stalled_head = op->next;
-		if (!conn->stalled_head)
-			conn->stalled_tail = NULL;
-		op->stalled = 0;
+	while ((op = ibf_rdm_unstall_next(conn))) {
 		if (op->is_bounce)
 			ibf_rdm_fin_post(ep, op);	/* may park it again */
 		else
@@ -296,10 +310,32 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
 	}
 }
 
+/*
+ * Rendezvous sends whose FIN will never come: their connection died (its
+ * epoch moved on).  Each completes, in error, once its own work request
+ * has too (the device flushes it if it has not).
+ */
+void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_op *op;
+	uint32_t i;
+
+	for (i = 0; i < ep->ntx; i++) {
+		op = &ep->ops[i];
+		if (op->state != IBF_RDM_TX_RTS ||
+		    !ibf_rdm_epoch_over(op->conn, op->epoch))
+			continue;
+		op->epoch = op->conn->epoch;	/* counted once */
+		op->read_err = -FI_ECONNABORTED;
+		if (--op->reads_left == 0)
+			ibf_rdm_complete(op, op->read_err);
+	}
+}
+
 /* A FIN: the peer has read our rendezvous send. */
 void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 {
-	const struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_HDR);
+	const struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_RDM_HDR);
 	struct ibf_rdm_op *op = fin->cookie < ep->ntx ? &ep->ops[fin->cookie] : NULL;
 
 	/*

@@ -1,0 +1,266 @@
+/*
+ * RDM connections: the layer under the protocol (ibf_rdm_conn.c, and the
+ * rdma_cm side of it in ibf_rdm_cm.c).
+ *
+ * It keeps the endpoint's peers: one record per peer name, with one RC QP
+ * at a time, made on the first operation to the peer (connect) or on the
+ * peer's request (accept); the QP's send-queue slots ("credits"); the ops
+ * waiting for the connection (queue) and for slots (stalled); retries of
+ * peers not there yet; the end of a connection (a disconnect, or a work
+ * request that failed other than by a flush) and the failure of what waited
+ * on it.  It knows nothing of tags, matching or rendezvous: it moves
+ * ops whose bytes the protocol layer built, and reports upward only through
+ * struct ibf_rdm_upcalls.
+ *
+ * Peers are untrusted.  An arrival's connection is the one whose QP it came
+ * in on (ibf_rdm_qp_conn), never what its bytes say; a connection request
+ * must come from the host of the name it claims, and one naming a peer with
+ * a live connection is refused (BUSY) while a PING finds out whether that
+ * connection's peer is still there.
+ *
+ * Threads and locks: the endpoint's thread (ibf_rdm_cm.c) takes every
+ * rdma_cm event under ep->cm_lock.  The data path reads conn->state,
+ * conn->id, conn->qp_num and conn->credits atomically, without cm_lock, and
+ * takes cm_lock only on the slow path (a connection not up).  Lock order:
+ * ep->lock, then cm_lock.  Work for the application the thread finds (ops
+ * of a failed connection) waits in ep->failed until progress
+ * (ibf_rdm_cm_deliver), since the thread never touches a CQ.
+ */
+#ifndef IBF_RDM_CONN_H
+#define IBF_RDM_CONN_H
+
+#include "ibf_rdm_op.h"
+
+/*
+ * The one way up: what the connection and operation layers tell the layer
+ * above them.  The endpoint sets ep->up at open; each is called with
+ * ep->lock held unless said otherwise.
+ */
+struct ibf_rdm_upcalls {
+	/* conn has send-queue slots again, or has ended: what waits in its
+	 * stalled list goes on (or fails). */
+	void (*slots_freed)(struct ibf_rdm_conn *conn);
+	/* One or more connections have ended since the last call: what
+	 * waits on their ended lives (rendezvous sends) fails. */
+	void (*conns_ended)(struct ibf_rdm_ep *ep);
+	/* An op went back to a free list. */
+	void (*op_freed)(struct ibf_rdm_ep *ep);
+	/* FI_PROGRESS_AUTO: the endpoint's CQ channel fired (thread, no
+	 * lock held). */
+	void (*progress)(struct ibf_rdm_ep *ep);
+};
+
+/*
+ * Requests accepted and not yet established, at most: each holds a QP.
+ * More are refused as BUSY, which the requester retries with backoff, so a
+ * flood of requests costs the flooder, not the endpoint's memory.
+ */
+#define IBF_RDM_MAX_ACCEPTING 256
+
+#define IBF_CONN_CHUNK 256
+#define IBF_CONN_DIRS 256	/* at most 65536 connections per endpoint */
+enum ibf_conn_state {
+	IBF_CONN_IDLE,		/* never connected, or given up */
+	IBF_CONN_CONNECTING,	/* our connect request is out */
+	IBF_CONN_WAITING,	/* we lost a simultaneous connect: theirs comes */
+	IBF_CONN_ACCEPTING,	/* we accepted theirs */
+	IBF_CONN_CONNECTED,
+	IBF_CONN_RETRY,		/* refused or unreachable: trying again later */
+	IBF_CONN_STATES
+};
+
+struct ibf_rdm_conn {
+	struct ibf_rdm_ep *ep;
+	uint32_t index;		/* in ep->conns; our id in headers to us */
+	uint32_t remote;	/* the peer's index: goes in our headers */
+	int state;		/* enum ibf_conn_state; CONNECTED read atomically */
+	struct ibf_name name;
+	fi_addr_t fi_addr;	/* FI_ADDR_NOTAVAIL until found in the AV */
+	struct rdma_cm_id *id;	/* the connection (with its QP) */
+	struct rdma_cm_id *loser;	/* our connect that lost the tie-break */
+	struct ibf_rdm_op *queue_head, *queue_tail;	/* waiting to be posted */
+	int self;		/* the accepting half of a connection to ourselves */
+	uint32_t epoch;		/* counts deaths: RTS waiters of an old life fail */
+	/*
+	 * Send queue slots free on this connection's QP (atomic): each post
+	 * takes one, each send-side completion of this life gives it back.
+	 * Reads and answers that found none wait in "stalled" (ep->lock).
+	 */
+	int credits;
+	struct ibf_rdm_op *stalled_head, *stalled_tail;
+	int established;	/* its QP is up (cm_lock; read as a hint) */
+	/*
+	 * The number of its current QP (atomic; 0 between lives).  Arrivals
+	 * find their connection by QP (ep->qp_map), never by what the peer
+	 * wrote; one on an earlier QP of the connection is still delivered
+	 * (the sender was told it was), but is of a life that has ended.
+	 */
+	uint32_t qp_num;
+	/*
+	 * The peer's key in the matcher: one per name (the connecting and
+	 * accepting records of a connection to ourselves share it).
+	 */
+	uint64_t peer_key;
+	/*
+	 * A request named this connection's peer while it was up: a PING
+	 * (one at a time, state atomic) finds out whether the peer is still
+	 * there; if not, its failure ends the connection.
+	 */
+	struct ibf_rdm_op *probe;
+	struct ibf_rdm_hdr probe_hdr;
+	/* Connecting to a peer not there yet (cm_lock): when to give up,
+	 * when to try next, and the pause after that. */
+	uint64_t retry_until_ns, retry_at_ns;
+	uint32_t retry_pause_ms;
+	struct ibf_rdm_conn *name_next;	/* in ep->by_name (cm_lock) */
+	uint32_t ngraves;	/* its ids not destroyed yet (cm_lock) */
+	uint32_t gen;		/* uses of the record: part of peer_key */
+	int reclaimed;		/* in ep->conn_free, for the next peer */
+	int reclaim_mark;	/* ibf_rdm_conns_reclaim's */
+};
+
+/* Drains out at once; the CQ has room for them beyond the ops' needs. */
+#define IBF_RDM_DRAINS 32
+
+/* A dead id, until its QP is drained and both are destroyed
+ * (ibf_rdm_grave.c). */
+struct ibf_rdm_grave {
+	struct ibf_rdm_op drain;	/* state IBF_RDM_DRAIN */
+	struct rdma_cm_id *id;
+	struct ibf_rdm_conn *conn;	/* NULL: no connection's (a refusal) */
+	int drained;		/* atomic: nothing of it is left in the CQ */
+	int waiting;		/* for its drain to be posted (the budget) */
+	int stuck;		/* the drain could not be posted: at close */
+	struct ibf_rdm_grave *next;
+};
+
+/*
+ * QP number -> connection, for every QP of the endpoint's connections not
+ * destroyed yet.  Written by the connection thread under cm_lock, read by
+ * progress without it: slots are single 64-bit words; a destroyed QP's
+ * slot becomes a tombstone, which lookups step over; a table that fills
+ * (live and tombstones) is replaced by a fresh one sized for what lives,
+ * and the old one is freed by progress at its next call, when no lookup
+ * can still be in it (progress calls never overlap: the endpoint's lock or
+ * the application's threading level sees to that).
+ */
+#define IBF_QP_MAP_TOMB UINT64_MAX	/* no QP number is 0xffffffff */
+struct ibf_qp_map {
+	uint64_t *slot;		/* qp_num << 32 | (conn index + 1); 0: empty */
+	uint32_t mask;
+	uint32_t live, used;	/* QPs in it; and with tombstones */
+	struct ibf_qp_map *retired;	/* replaced, to be freed */
+};
+
+/* ---- for the layers above ---- */
+
+/* Listen on info's src_addr (fi_endpoint), start the endpoint's thread
+ * (fi_enable), stop it and disconnect every peer (every QP ends in the
+ * error state), destroy QPs, ids and the channel (after the CQs are
+ * drained). */
+int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info);
+int ibf_rdm_cm_start(struct ibf_rdm_ep *ep);
+void ibf_rdm_cm_stop(struct ibf_rdm_ep *ep);
+void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep);
+
+/* The connection to the peer at addr, made or being made (ep->lock held;
+ * the data path's ep->peers[addr] caches it). */
+int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
+		     struct ibf_rdm_conn **conn);
+/* Send op, built whole in op->mem (wire_len bytes, tx_state set): posted
+ * now if conn is up, else queued while conn (re)connects. */
+ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
+/* Post a send whose header is in op->mem; -FI_EAGAIN when conn's send
+ * queue is full, -FI_ENOTCONN when conn has no QP (it ended, perhaps since
+ * the caller saw it connected). */
+int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
+		      struct ibv_sge *sge, int nsge, int inl);
+/* Post an RDMA READ for op on conn (the caller took a credit). */
+int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
+		      struct ibv_send_wr *wr);
+
+/* Take a send queue slot of conn's QP: 1, or 0 if there is none. */
+static inline int ibf_rdm_credit_take(struct ibf_rdm_conn *conn)
+{
+	int c = __atomic_load_n(&conn->credits, __ATOMIC_RELAXED);
+
+	while (c > 0)
+		if (__atomic_compare_exchange_n(&conn->credits, &c, c - 1, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+/* Give back a slot taken for a post that did not happen. */
+void ibf_rdm_credit_untake(struct ibf_rdm_conn *conn);
+/* Park op until conn has a free slot (ibf_rdm_upcalls.slots_freed). */
+void ibf_rdm_stall(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
+/* Take the first stalled op of conn while conn has a slot or has ended;
+ * NULL if none may go. */
+struct ibf_rdm_op *ibf_rdm_unstall_next(struct ibf_rdm_conn *conn);
+
+/* A send-side completion (or flush) of op, with status: its slot back,
+ * what waited for one goes on, and a failure other than a flush ends the
+ * connection's life it was posted in.  Returns 1 if op was the connection
+ * layer's own (a PING, a drain), which the caller leaves alone. */
+int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status);
+
+/* The connection whose QP (now or in an earlier life) qp_num is; NULL if
+ * none of ours. */
+struct ibf_rdm_conn *ibf_rdm_qp_conn(struct ibf_rdm_ep *ep, uint32_t qp_num);
+/* The connection's life an arrival on qp_num belongs to. */
+uint32_t ibf_rdm_arrival_epoch(struct ibf_rdm_conn *conn, uint32_t qp_num);
+/* Whether a life of conn has ended. */
+static inline int ibf_rdm_epoch_over(struct ibf_rdm_conn *conn, uint32_t epoch)
+{
+	return epoch != __atomic_load_n(&conn->epoch, __ATOMIC_ACQUIRE);
+}
+/* The peer's fi_addr (FI_SOURCE), looked up in the AV when first needed. */
+fi_addr_t ibf_rdm_conn_addr(struct ibf_rdm_conn *conn);
+struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep *ep, uint32_t index);
+
+/* Progress: complete what the thread left (ops of failed connections),
+ * tell the layer above of ended connections (CQ lock, not ep->lock). */
+void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep);
+
+/* ---- between ibf_rdm_conn.c and ibf_rdm_cm.c (cm_lock held) ---- */
+
+struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
+				      const struct ibf_name *name, int self);
+struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
+				       const struct ibf_name *name);
+/* conn's QP on id, made its current one (arrivals on it are conn's). */
+int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id);
+void ibf_rdm_qp_map_free(struct ibf_rdm_ep *ep);
+/* qp_num's QP is destroyed: arrivals can no longer name it. */
+void ibf_rdm_qp_map_del(struct ibf_rdm_ep *ep, uint32_t qp_num);
+/* Progress: free the maps replaced since the last call (ibf_rdm_conn.c). */
+void ibf_rdm_qp_map_retire(struct ibf_rdm_ep *ep);
+
+/* ibf_rdm_grave.c.  Done with id (of conn, or NULL): its QP to the error
+ * state and drained, then id and QP destroyed by the thread. */
+void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id,
+		  struct ibf_rdm_conn *conn);
+void ibf_rdm_grave_drained(struct ibf_rdm_op *drain);
+void ibf_rdm_grave_wake(struct ibf_rdm_ep *ep);
+int ibf_rdm_graves_reap(struct ibf_rdm_ep *ep);
+void ibf_rdm_graves_destroy(struct ibf_rdm_ep *ep);
+/* Records nothing names any more go back for reuse (progress, ep->lock
+ * and cm_lock held). */
+void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep);
+/* An fi_addr went out of the AV: its record may be reusable; the next
+ * progress looks (ep->lock held). */
+void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep *ep);
+/* Tell progress (and CQs that wait) the thread left work for it. */
+void ibf_rdm_set_pending(struct ibf_rdm_ep *ep);
+/* conn goes to state (enum ibf_conn_state); ep->nstate counts them. */
+void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, int state);
+/* The connection is over: what waits on it fails with err. */
+void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err);
+/* Established: post the queue, then let senders post directly. */
+void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn);
+/* Start connecting conn: the first of its attempts (ibf_rdm_cm.c). */
+int ibf_rdm_conn_start(struct ibf_rdm_conn *conn);
+/* Is conn's peer still there?  A PING finds out. */
+void ibf_rdm_probe(struct ibf_rdm_conn *conn);
+
+#endif /* IBF_RDM_CONN_H */

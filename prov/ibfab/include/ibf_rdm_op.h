@@ -1,0 +1,141 @@
+/*
+ * RDM operations: the bottom layer of the RDM engine (ibf_rdm_op.c).
+ *
+ * Every send, receive and eager buffer ("bounce") of an endpoint is an
+ * ibf_rdm_op from one array allocated at fi_enable: sends and bounces own a
+ * slot of one registered area (header + eager payload).  This layer hands
+ * ops out and takes them back, posts bounces to the SRQ, and completes ops
+ * to the endpoint's CQs.  It calls nothing of the RDM engine above it; an
+ * op going back to the pool is told upward through ep->up (ibf_rdm_conn.h).
+ *
+ * Ownership: an op belongs to exactly one place at a time, said by its
+ * state: the free lists, a connection's queue or stalled list, the matcher,
+ * the device (posted work requests), or a CQ (DONE).  Every op completes
+ * exactly once, after the last work request that names it has completed,
+ * so its slot is never reused under the device.
+ * Locking: ep->lock held for all of it, except where said.
+ */
+#ifndef IBF_RDM_OP_H
+#define IBF_RDM_OP_H
+
+#include "ibf.h"
+#include "ibf_match.h"
+#include "ibf_rdm_wire.h"
+
+struct ibf_rdm_ep;
+struct ibf_rdm_conn;
+
+enum ibf_rdm_op_state {
+	IBF_RDM_FREE,
+	IBF_RDM_TX,		/* eager send posted */
+	IBF_RDM_TX_RTS,		/* RTS posted or acknowledged, FIN awaited */
+	IBF_RDM_QUEUED,		/* waiting for its connection */
+	IBF_RDM_RX_POSTED,	/* an application receive, not matched */
+	IBF_RDM_RX_READ,	/* reading a rendezvous message into it */
+	IBF_RDM_BOUNCE_POSTED,	/* an eager buffer in the SRQ */
+	IBF_RDM_BOUNCE_HELD,	/* holds an unexpected or claimed message */
+	IBF_RDM_BOUNCE_FIN,	/* sending a FIN from its buffer */
+	IBF_RDM_DONE,		/* its completion waits in a CQ */
+	IBF_RDM_PROBE,		/* a connection's PING, in flight */
+	IBF_RDM_DRAIN,		/* the last work request of a dead QP */
+};
+
+struct ibf_rdm_op {
+	struct ibf_op op;	/* what the CQ reports; kind IBF_OP_RDM */
+	struct ibf_rdm_ep *ep;
+	struct ibf_rdm_conn *conn;
+	struct ibf_rdm_op *next, *prev;
+	int state;		/* enum ibf_rdm_op_state */
+	int tx_state;		/* a send: its state once posted (the protocol's) */
+	int is_bounce;
+	uint8_t *mem;		/* registered: header + eager payload */
+	/* An application receive. */
+	struct iovec iov[IBF_RDM_IOV];
+	void *desc[IBF_RDM_IOV];
+	size_t count;
+	/*
+	 * In the matcher: a receive's tag, ignore bits (all of them for an
+	 * untagged receive) and source (FI_DIRECTED_RECV: its peer's key,
+	 * whichever of its fi_addrs the receive gave; 0: any); a held
+	 * message's tag and sender's key.
+	 */
+	struct ibf_mq_entry me;
+	int tagged;
+	int multi;		/* FI_MULTI_RECV: stays posted while room is left */
+	int stalled;		/* parked in its connection's stalled list */
+	size_t mr_off;		/* FI_MULTI_RECV: bytes of the buffer used */
+	struct ibf_rdm_op *bounce;	/* the RTS being read into it */
+	uint32_t epoch;		/* its connection's life: when sent; a bounce: on arrival */
+	uint32_t post_epoch;	/* its connection's life at its last post */
+	struct ibf_rdm_conn *post_conn;	/* the connection of its last post */
+	int reads_left;		/* reads in flight; an RTS: its wc and FIN */
+	int fin_seen;		/* an RTS: its FIN came (a second is ignored) */
+	int read_err;
+	/* Where the next read starts: sender's segment, our iov, bytes left. */
+	uint32_t rd_seg;
+	uint64_t rd_soff;
+	size_t rd_iov, rd_ioff, rd_left;
+	uint32_t lkey[IBF_RDM_IOV];
+	/* Registrations made for a rendezvous (sender's or receiver's). */
+	struct ibv_mr *mr[IBF_RDM_IOV];
+	int nmr;
+	/* A send waiting in a queue: what to post once connected. */
+	uint32_t wire_len;	/* header + payload in mem */
+};
+
+static inline struct ibf_rdm_op *ibf_rdm_op_of(struct ibf_mq_entry *e)
+{
+	return e ? container_of(e, struct ibf_rdm_op, me) : NULL;
+}
+
+/* A doubly linked list of ops (through next and prev). */
+struct ibf_rdm_list {
+	struct ibf_rdm_op *head, *tail;
+};
+void ibf_rdm_list_append(struct ibf_rdm_list *l, struct ibf_rdm_op *op);
+void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op);
+
+/* Make the ops and their registered area; free them (after the CQs are
+ * drained and every QP is gone). */
+int ibf_rdm_ops_init(struct ibf_rdm_ep *ep);
+void ibf_rdm_ops_fini(struct ibf_rdm_ep *ep);
+
+/* A free send op, or NULL; a free receive op, or NULL. */
+struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep);
+struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep *ep);
+/* Back to its free list, unreported (a post that failed, a spent op). */
+void ibf_rdm_op_free(struct ibf_rdm_op *op);
+
+/* Post bounce b (back) to the SRQ, to take the next arrival. */
+int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+/* Post every bounce (fi_enable). */
+int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep);
+/* An arrival in bounce b that does not fit: counted, said, never acted on;
+ * b goes back to the SRQ. */
+void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why);
+
+/* op is finished: report it to its CQ (err 0 or -FI_E*), or free it if
+ * it is silent (selective completion, inject). */
+void ibf_rdm_complete(struct ibf_rdm_op *op, int err);
+/* The CQ has handed op's completion out (CQ lock held, not ep->lock). */
+void ibf_rdm_release(struct ibf_op *op);
+/* Drop the registrations a rendezvous made for op. */
+void ibf_rdm_unregister(struct ibf_rdm_op *op);
+
+size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count);
+/* Gather count iovs into dst. */
+void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count);
+/* Scatter len bytes into the iovs; returns how many fitted. */
+size_t ibf_rdm_copy_to_iov(const struct iovec *iov, size_t count,
+			   const uint8_t *src, size_t len);
+
+/*
+ * fi_inject and its kin: the buffer is free on return and no completion is
+ * written.  FI_INJECT alone (in op_flags or fi_sendmsg's flags) frees the
+ * buffer but keeps the completion, as fi_msg(3) says; hence a flag of our
+ * own, in the bits libfabric leaves to providers.
+ */
+#define IBF_RDM_NO_COMP (1ULL << 61)
+#define IBF_RDM_INJECT (FI_INJECT | IBF_RDM_NO_COMP)
+
+#endif /* IBF_RDM_OP_H */

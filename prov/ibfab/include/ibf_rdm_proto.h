@@ -1,0 +1,82 @@
+/*
+ * The RDM protocol: messages on top of connections (ibf_rdm_proto.c for
+ * eager messages, matching and progress; ibf_rdm_rndv.c for rendezvous).
+ *
+ * Sending: a message of at most eager_size bytes is copied behind its
+ * header into the op's registered slot, so the application needs no
+ * registration and its buffer is free on return.  A larger one goes by
+ * rendezvous: the sender registers its buffers and sends an RTS naming
+ * them; the receiver, once a receive matches, reads the message with RDMA
+ * READ and answers with a FIN, which completes the send.
+ *
+ * Receiving: each arrival lands in a bounce of the SRQ, is checked against
+ * its length and its connection (ibf_rdm_conn.h says how a sender is
+ * known), and is matched against the posted receives of its kind (tagged
+ * or not) in the matcher (ibf_match.h); if none matches it waits in its
+ * bounce, in arrival order, for a receive (or a peek) that does.  A
+ * rendezvous is bound to the connection and life it came on: one whose
+ * connection has ended since fails rather than read or answer on a new QP.
+ *
+ * Calls go down only: to the matcher, the connection layer and the
+ * operation layer.  What those report comes up through the handlers of
+ * ibf_rdm_proto_upcalls.  ep->lock held unless said otherwise.
+ */
+#ifndef IBF_RDM_PROTO_H
+#define IBF_RDM_PROTO_H
+
+#include "ibf_rdm_conn.h"
+
+extern const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls;
+
+/* Build a message into send op: its header, and the payload (eager) or
+ * an RTS with the buffers registered (rendezvous).  0 or -FI_E*. */
+int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		       const struct iovec *iov, size_t count, size_t len,
+		       uint64_t tag, uint64_t data, int tagged, int with_data);
+
+/* A free receive op filled from the caller's arguments (not yet posted),
+ * or NULL when none is free.  want: the peer's key for a directed
+ * receive, 0 for any. */
+struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
+				   const struct iovec *iov, void **desc,
+				   size_t count, uint64_t want, uint64_t tag,
+				   uint64_t ignore, uint64_t flags,
+				   void *context, int tagged);
+/* Receive r takes what waits for it, or waits for what comes. */
+void ibf_rdm_recv_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r);
+/* The first held tagged message receive r would take, or NULL; take it
+ * out of the matcher. */
+struct ibf_rdm_op *ibf_rdm_unexp_find(struct ibf_rdm_ep *ep,
+				      const struct ibf_rdm_op *r);
+void ibf_rdm_unexp_take(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+/* Receive r takes the message held in bounce b (out of the matcher). */
+void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+		     struct ibf_rdm_op *b);
+/* Drop a held message (FI_DISCARD): an RTS still gets its FIN. */
+void ibf_rdm_discard(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+/* Cancel the posted receive with this context: 0 or -FI_ENOENT. */
+ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep *ep, void *context);
+
+/* ---- ibf_rdm_rndv.c, for ibf_rdm_proto.c ---- */
+
+/* Register a large send's buffers and build its RTS in op->mem. */
+int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		      const struct iovec *iov, size_t count, size_t len);
+/* Whether an arrival of byte_len bytes in b holds a sane RTS. */
+int ibf_rdm_rts_fits(const struct ibf_rdm_op *b, uint32_t byte_len);
+/* Receive r matched the RTS in bounce b: read the message into r. */
+void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+			struct ibf_rdm_op *b);
+/* One read into r has completed (or failed). */
+void ibf_rdm_on_read(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+		     const struct ibv_wc *wc);
+/* A FIN arrived in bounce b: its send completes. */
+void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+/* Send op's own completion came: half of a rendezvous send. */
+void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err);
+/* Reads and FINs parked on conn go on (or fail, if it ended). */
+void ibf_rdm_unstall(struct ibf_rdm_conn *conn);
+/* Rendezvous sends of ended connection lives fail. */
+void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
+
+#endif /* IBF_RDM_PROTO_H */

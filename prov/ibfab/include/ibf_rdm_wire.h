@@ -1,0 +1,75 @@
+/*
+ * What RDM endpoints say to each other: the bytes on the wire.
+ *
+ * Every message on a connection's QP is [struct ibf_rdm_hdr][payload]:
+ *   EAGER  payload is the message (at most FI_IBFAB_EAGER_SIZE bytes)
+ *   RTS    a larger message: where to read it (struct ibf_rdm_rts)
+ *   FIN    the receiver has read it (struct ibf_rdm_fin)
+ *   PING   nothing: is the peer still there? (its completion says)
+ * The connection layer (ibf_rdm_conn.h) sends PINGs and the private data of
+ * rdma_cm requests; the protocol layer (ibf_rdm_proto.h) everything else.
+ *
+ * Nothing a peer writes here is trusted: the receiver knows the sender by
+ * the QP a message came in on, and checks every length, count and cookie
+ * against what it has before acting on it.  Little-endian hosts assumed,
+ * as everywhere in rdma-core's users of private data.
+ */
+#ifndef IBF_RDM_WIRE_H
+#define IBF_RDM_WIRE_H
+
+#include <stdint.h>
+
+#include "ibf.h"
+
+/* An RDM endpoint's address: a sockaddr_in or sockaddr_in6, zero padded. */
+#define IBF_ADDR_MAX sizeof(struct sockaddr_in6)
+struct ibf_name {
+	uint8_t bytes[IBF_ADDR_MAX];
+};
+
+enum { IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING };
+#define IBF_RDM_F_TAGGED 1
+#define IBF_RDM_F_DATA 2
+struct ibf_rdm_hdr {
+	uint64_t tag;
+	uint64_t data;
+	uint32_t conn;		/* the receiver's index of this connection: a
+				 * hint only, the receiver knows the sender by
+				 * the QP the message came in on */
+	uint8_t type;
+	uint8_t flags;
+	uint16_t rsvd;
+};
+#define IBF_RDM_HDR sizeof(struct ibf_rdm_hdr)
+
+#define IBF_RDM_IOV IBF_RDM_IOV_LIMIT
+struct ibf_rdm_seg {
+	uint64_t addr;
+	uint64_t len;
+	uint32_t rkey;
+	uint32_t rsvd;
+};
+struct ibf_rdm_rts {
+	uint64_t len;		/* the whole message */
+	uint32_t cookie;	/* the sender's op, echoed in the FIN */
+	uint32_t nseg;
+	struct ibf_rdm_seg seg[IBF_RDM_IOV];
+};
+struct ibf_rdm_fin {
+	uint32_t cookie;
+	int32_t status;		/* 0, or -FI_E* the reader met */
+};
+
+/* Private data of a connect request and its accept. */
+struct ibf_rdm_cm_data {
+	uint32_t magic;
+	uint32_t conn;		/* the sender's index of this connection */
+	struct ibf_name name;	/* the connecting endpoint's address */
+};
+#define IBF_RDM_CM_MAGIC 0x1bfad301u
+#define IBF_RDM_CM_TIEBREAK 0x1bfad3ffu	/* reject: use my connection */
+/* Reject: I have a live connection with the name you claim; try again
+ * later (if that one was dead, it will have ended by then). */
+#define IBF_RDM_CM_BUSY 0x1bfad3feu
+
+#endif /* IBF_RDM_WIRE_H */

@@ -1,0 +1,652 @@
+/*
+ * RDM connections, the rdma_cm side: the endpoint's thread, connecting,
+ * accepting, retrying, and the life cycle of the listener (see
+ * ibf_rdm_conn.h).  Everything here runs under ep->cm_lock.
+ *
+ * The endpoint's thread takes every rdma_cm event: it resolves, connects,
+ * accepts, and once a connection is established hands it to
+ * ibf_rdm_conn_flush.  Private data carries each side's name and its index
+ * of the connection.
+ *
+ * Both sides connecting at once: the side whose name (sockaddr bytes) is
+ * lower keeps its own connect and rejects the other's with a tie-break
+ * marker; the higher side accepts the lower's request and drops its own
+ * attempt.  Either way one RC connection carries both directions.
+ *
+ * A peer where nothing listens yet (an RDM endpoint is connectionless to
+ * the application, so a peer that starts a little later is no error), or
+ * whose address or route cannot be resolved, is tried again, with pauses
+ * that double from 10 ms to 1 s, until FI_IBFAB_RDM_CONNECT_TIMEOUT has
+ * passed since the first try; only then do the queued operations fail.
+ * Other refusals and a request that timed out are final.
+ *
+ * Ids that are done with (refused requests, failed and lost attempts,
+ * ended connections) are buried (ibf_rdm_grave.c) and destroyed by the
+ * thread between events once their QPs are drained.
+ */
+#include "config.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ibf_rdm.h"
+
+
+static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+			    struct ibf_rdm_cm_data *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->magic = IBF_RDM_CM_MAGIC;
+	d->conn = conn->index;
+	d->name = ep->name;
+}
+
+/* IB CM's reject reason when nothing listens on the service (port). */
+#define IBF_REJ_NO_LISTENER 8
+
+#define IBF_RETRY_FIRST_MS 10
+#define IBF_RETRY_MAX_MS 1000
+
+static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn);
+
+/* Start connecting conn (cm_lock held): the first of its attempts. */
+int ibf_rdm_conn_start(struct ibf_rdm_conn *conn)
+{
+	conn->retry_until_ns = ibf_now_ns() +
+			       (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
+	conn->retry_pause_ms = IBF_RETRY_FIRST_MS;
+	return ibf_rdm_conn_attempt(conn);
+}
+
+/*
+ * An attempt failed with err (cm_lock held): try again later while time is
+ * left, else fail what waits.  The attempt's id goes once its event is
+ * acked; its QP never carried anything.
+ */
+static void ibf_rdm_conn_retry(struct ibf_rdm_conn *conn, int err)
+{
+	uint64_t now = ibf_now_ns();
+	char buf[64];
+
+	if (now >= conn->retry_until_ns) {
+		ibf_rdm_conn_fail(conn, err);
+		return;
+	}
+	IBF_INFO(FI_LOG_EP_CTRL, "%s: %s; trying again in %u ms\n",
+		 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)),
+		 fi_strerror(-err), conn->retry_pause_ms);
+	ibf_rdm_bury(conn->ep, conn->id, conn);	/* its QP never carried anything */
+	conn->id = NULL;
+	conn->retry_at_ns = now + (uint64_t)conn->retry_pause_ms * 1000000u;
+	conn->retry_pause_ms = IBF_MIN(conn->retry_pause_ms * 2, IBF_RETRY_MAX_MS);
+	ibf_rdm_conn_state(conn, IBF_CONN_RETRY);
+}
+
+/*
+ * We lost a simultaneous connect: the peer's connect is the one, and its
+ * request is on its way (cm_lock held).  If none has come within the CM
+ * timeout (the peer died meanwhile, or said so falsely), we connect again,
+ * until FI_IBFAB_RDM_CONNECT_TIMEOUT has passed since the first try.
+ */
+static void ibf_rdm_conn_wait(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+
+	ibf_rdm_bury(ep, conn->id, conn);
+	conn->id = NULL;
+	conn->retry_at_ns = ibf_now_ns() +
+			    (uint64_t)ibf_params.cm_timeout_ms * 1000000u;
+	ibf_rdm_conn_state(conn, IBF_CONN_WAITING);
+}
+
+/*
+ * A connection's timer went off (cm_lock held): a pause before the next
+ * attempt is over, a peer that won a simultaneous connect never came, or
+ * an attempt had no answer in time (a peer whose node went away after its
+ * address was resolved leaves the CM retrying for a minute).
+ */
+static void ibf_rdm_timer_fired(struct ibf_rdm_conn *conn, uint64_t now)
+{
+	char buf[64];
+	int ret;
+
+	ibf_addr_str((const void *)&conn->name, buf, sizeof(buf));
+	switch (conn->state) {
+	case IBF_CONN_CONNECTING:
+		IBF_WARN(FI_LOG_EP_CTRL, "no answer from %s within "
+			 "FI_IBFAB_RDM_CONNECT_TIMEOUT\n", buf);
+		ibf_rdm_conn_fail(conn, -FI_ETIMEDOUT);
+		return;
+	case IBF_CONN_WAITING:
+		if (now >= conn->retry_until_ns) {
+			IBF_WARN(FI_LOG_EP_CTRL, "%s won a simultaneous connect "
+				 "but never connected\n", buf);
+			ibf_rdm_conn_fail(conn, -FI_ETIMEDOUT);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	ret = ibf_rdm_conn_attempt(conn);
+	if (ret)
+		ibf_rdm_conn_fail(conn, ret);
+}
+
+/*
+ * The thread, between events (cm_lock held): fire the connections' timers
+ * that are due; returns how long poll may sleep before the next, or -1.
+ */
+static int ibf_rdm_timers_due(struct ibf_rdm_ep *ep)
+{
+	uint64_t now, next = UINT64_MAX;
+	struct ibf_rdm_conn *conn;
+	uint32_t i;
+
+	if (!ep->nstate[IBF_CONN_RETRY] && !ep->nstate[IBF_CONN_WAITING] &&
+	    !ep->nstate[IBF_CONN_CONNECTING])
+		return -1;
+	now = ibf_now_ns();
+	for (i = 0; i < ep->nconns; i++) {
+		conn = ibf_rdm_conn_at(ep, i);
+		if (conn->state != IBF_CONN_RETRY && conn->state != IBF_CONN_WAITING &&
+		    conn->state != IBF_CONN_CONNECTING)
+			continue;
+		if (conn->retry_at_ns > now)
+			next = IBF_MIN(next, conn->retry_at_ns);
+		else
+			ibf_rdm_timer_fired(conn, now);
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return (int)((next - now) / 1000000u) + 1;
+}
+
+/* One connect attempt: resolve, then (in the thread) route and connect. */
+static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct sockaddr_storage src;
+	struct rdma_cm_id *id;
+	int ret;
+
+	if (rdma_create_id(ep->channel, &id, conn, RDMA_PS_TCP))
+		return ibf_errno_to_fi(errno);
+	memcpy(&src, &ep->name, sizeof(ep->name));
+	ibf_addr_set_port((struct sockaddr *)&src, 0);
+	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
+			      (struct sockaddr *)&conn->name,
+			      ibf_params.cm_timeout_ms)) {
+		ret = ibf_errno_to_fi(errno);
+		rdma_destroy_id(id);
+		return ret;
+	}
+	conn->id = id;
+	/* Its answer is due by the connect time limit, and at least two CM
+	 * timeouts from now. */
+	conn->retry_at_ns = IBF_MAX(conn->retry_until_ns, ibf_now_ns() +
+				    2 * (uint64_t)ibf_params.cm_timeout_ms * 1000000u);
+	ibf_rdm_conn_state(conn, IBF_CONN_CONNECTING);
+	return 0;
+}
+
+/* ---- events ---- */
+
+static void ibf_rdm_reject(struct rdma_cm_id *id, uint32_t magic)
+{
+	struct ibf_rdm_cm_data d = { .magic = magic };
+
+	rdma_reject(id, magic ? &d : NULL, magic ? sizeof(d) : 0);
+}
+
+/* Accept id as conn's connection (cm_lock held). */
+static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+			   struct rdma_cm_id *id, uint32_t remote)
+{
+	struct ibf_rdm_cm_data d;
+	struct rdma_conn_param cp;
+	int ret;
+
+	id->context = conn;
+	ret = ibf_rdm_qp_create(conn, id);
+	if (ret) {
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id, conn);
+		return;
+	}
+	ibf_rdm_cm_data(ep, conn, &d);
+	ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
+	/*
+	 * Before accepting: the peer may send as soon as it has our answer,
+	 * and a rendezvous it sends is read (and answered) through conn->id.
+	 */
+	conn->remote = remote;
+	__atomic_store_n(&conn->id, id, __ATOMIC_RELEASE);
+	if (rdma_accept(id, &cp)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "rdma_accept: %s\n", strerror(errno));
+		__atomic_store_n(&conn->id, NULL, __ATOMIC_RELEASE);
+		ibf_rdm_bury(ep, id, conn);
+		return;
+	}
+	ibf_rdm_conn_state(conn, IBF_CONN_ACCEPTING);
+}
+
+/*
+ * Is conn's peer still there?  A PING on its QP (cm_lock held): if the
+ * peer is gone, the send fails once the transport's retries run out, and
+ * that failure ends the connection (ibf_rdm_conn_broken) when a CQ of the
+ * endpoint is next read.  Sent inline: it needs no registered memory.
+ */
+void ibf_rdm_probe(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)&conn->probe_hdr,
+		.length = sizeof(conn->probe_hdr),
+	};
+	struct ibf_rdm_op *op = conn->probe;
+
+	if (conn->state != IBF_CONN_CONNECTED || ep->max_inline < sge.length)
+		return;
+	if (!op) {
+		op = calloc(1, sizeof(*op));
+		if (!op)
+			return;
+		op->ep = ep;
+		op->conn = conn;
+		op->op.kind = IBF_OP_RDM;
+		op->mem = (uint8_t *)&conn->probe_hdr;
+		conn->probe = op;
+	} else if (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) == IBF_RDM_PROBE) {
+		return;		/* one is out */
+	}
+	memset(&conn->probe_hdr, 0, sizeof(conn->probe_hdr));
+	conn->probe_hdr.type = IBF_RDM_PING;
+	__atomic_store_n(&op->state, IBF_RDM_PROBE, __ATOMIC_RELEASE);
+	if (ibf_rdm_post_send(conn, op, &sge, 1, 1))
+		__atomic_store_n(&op->state, IBF_RDM_FREE, __ATOMIC_RELEASE);
+}
+
+static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
+{
+	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
+	struct rdma_cm_id *id = ev->id;
+	struct ibf_rdm_conn *conn;
+	int self;
+
+	if (!d || ev->param.conn.private_data_len < sizeof(*d) ||
+	    d->magic != IBF_RDM_CM_MAGIC) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a connection request that is not from "
+			 "an ibfab RDM endpoint: rejected\n");
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id, NULL);
+		return;
+	}
+	/* A name is an address: the request must come from its host. */
+	if (!ibf_addr_same_host(rdma_get_peer_addr(id),
+				(const struct sockaddr *)&d->name)) {
+		char claimed[64], from[64];
+
+		IBF_WARN(FI_LOG_EP_CTRL, "a connection request from %s claims "
+			 "to be %s: rejected\n",
+			 ibf_addr_str(rdma_get_peer_addr(id), from, sizeof(from)),
+			 ibf_addr_str((const void *)&d->name, claimed, sizeof(claimed)));
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id, NULL);
+		return;
+	}
+	self = !memcmp(&d->name, &ep->name, sizeof(ep->name));
+	conn = self ? NULL : ibf_rdm_conn_find(ep, &d->name);
+	if (ep->nstate[IBF_CONN_ACCEPTING] >= IBF_RDM_MAX_ACCEPTING &&
+	    (!conn || conn->state != IBF_CONN_CONNECTING)) {
+		char from[64];
+
+		IBF_WARN(FI_LOG_EP_CTRL, "%u connection requests accepted and "
+			 "not yet established: the one from %s is refused for "
+			 "now (BUSY; it will try again)\n",
+			 ep->nstate[IBF_CONN_ACCEPTING],
+			 ibf_addr_str((const void *)&d->name, from, sizeof(from)));
+		ibf_rdm_reject(id, IBF_RDM_CM_BUSY);
+		ibf_rdm_bury(ep, id, NULL);
+		return;
+	}
+	if (!conn)
+		conn = ibf_rdm_conn_new(ep, &d->name, self);
+	if (!conn) {
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id, NULL);
+		return;
+	}
+	switch (conn->state) {
+	case IBF_CONN_CONNECTING:
+		if (memcmp(&ep->name, &d->name, sizeof(ep->name)) < 0) {
+			/* Ours wins; the peer accepts it instead. */
+			ibf_rdm_reject(id, IBF_RDM_CM_TIEBREAK);
+			ibf_rdm_bury(ep, id, NULL);
+			return;
+		}
+		conn->loser = conn->id;
+		conn->id = NULL;
+		break;
+	case IBF_CONN_ACCEPTING:
+	case IBF_CONN_CONNECTED:
+		/*
+		 * A live connection is never replaced on a request's word:
+		 * anyone on the peer's host may claim its name.  The peer may
+		 * also have died and come back (its node crashed: no
+		 * disconnect came); then the PING fails, the connection ends,
+		 * and the requester's next try, which BUSY asks for, is taken.
+		 */
+		ibf_rdm_reject(id, IBF_RDM_CM_BUSY);
+		ibf_rdm_bury(ep, id, NULL);
+		ibf_rdm_probe(conn);
+		return;
+	case IBF_CONN_RETRY:
+	case IBF_CONN_WAITING:
+		/* The peer is up now, or its request came as it said it
+		 * would: its connection carries our queue. */
+		break;
+	default:
+		break;
+	}
+	ibf_rdm_accept(ep, conn, id, d->conn);
+}
+
+static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
+				   struct rdma_cm_event *ev)
+{
+	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
+
+	if (conn->state == IBF_CONN_CONNECTING) {
+		if (!d || ev->param.conn.private_data_len < sizeof(*d) ||
+		    d->magic != IBF_RDM_CM_MAGIC) {
+			ibf_rdm_conn_fail(conn, -FI_EOTHER);
+			return;
+		}
+		conn->remote = d->conn;
+	}
+	ibf_qp_set_rnr_timer(conn->id->qp);
+	conn->established = 1;
+	ibf_rdm_conn_flush(conn);
+}
+
+/* The magic of a reject's private data, or 0. */
+static uint32_t ibf_rdm_reject_magic(const struct rdma_cm_event *ev)
+{
+	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
+
+	return d && ev->param.conn.private_data_len >= sizeof(d->magic) ?
+	       d->magic : 0;
+}
+
+/* An event on one of conn's ids (cm_lock held). */
+static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+			       struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *id = ev->id;
+	struct ibf_rdm_cm_data d;
+	struct rdma_conn_param cp;
+
+	if (id == conn->loser) {
+		if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED &&
+		    ev->event != RDMA_CM_EVENT_ROUTE_RESOLVED) {
+			ibf_rdm_bury(ep, id, conn);
+			conn->loser = NULL;
+		}
+		return;
+	}
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (rdma_resolve_route(id, ibf_params.cm_timeout_ms))
+			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (ibf_rdm_qp_create(conn, id)) {
+			ibf_rdm_conn_fail(conn, -FI_ENOMEM);
+			break;
+		}
+		ibf_rdm_cm_data(ep, conn, &d);
+		ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
+		if (rdma_connect(id, &cp))
+			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		ibf_rdm_on_established(conn, ev);
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		if (ibf_rdm_reject_magic(ev) == IBF_RDM_CM_TIEBREAK) {
+			ibf_rdm_conn_wait(conn);
+		} else if (ev->status == IBF_REJ_NO_LISTENER ||
+			   ibf_rdm_reject_magic(ev) == IBF_RDM_CM_BUSY) {
+			/* Nothing listens there (yet), or the peer still
+			 * holds a connection of ours it has to let go. */
+			ibf_rdm_conn_retry(conn, -FI_ECONNREFUSED);
+		} else {
+			ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
+		}
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		ibf_rdm_conn_retry(conn, -FI_EHOSTUNREACH);
+		break;
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		/*
+		 * Not retried: the peer may have accepted a request whose
+		 * answer was lost, and a second attempt would end that
+		 * connection with messages on it.
+		 */
+		ibf_rdm_conn_fail(conn, -FI_EHOSTUNREACH);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		rdma_disconnect(id);
+		ibf_rdm_conn_fail(conn, -FI_ECONNABORTED);
+		break;
+	default:
+		break;
+	}
+}
+
+static void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
+{
+	struct ibf_rdm_conn *conn;
+
+	IBF_DBG(FI_LOG_EP_CTRL, "%s on id %p\n", rdma_event_str(ev->event),
+		(void *)ev->id);
+	if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		ibf_rdm_on_request(ep, ev);
+		return;
+	}
+	conn = ev->id->context;
+	if (!conn || ev->id == ep->listen_id)
+		return;		/* a buried id, the listener */
+	if (conn->self) {
+		/* The accepting half of a connection to ourselves. */
+		if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+			conn->established = 1;
+			ibf_rdm_conn_state(conn, IBF_CONN_CONNECTED);
+		}
+		else if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
+			ibf_rdm_conn_fail(conn, -FI_ECONNABORTED);
+		return;
+	}
+	ibf_rdm_conn_event(ep, conn, ev);
+}
+
+/*
+ * The endpoint's thread: rdma_cm events always; with FI_PROGRESS_AUTO also
+ * its CQ, so data moves (rendezvous reads, FINs, matching) while the
+ * application is not in fi_cq_read.
+ */
+static void *ibf_rdm_cm_thread(void *arg)
+{
+	struct ibf_rdm_ep *ep = arg;
+	struct pollfd fds[4] = {
+		{ .fd = ep->channel->fd, .events = POLLIN },
+		{ .fd = ep->stop_fd, .events = POLLIN },
+		{ .fd = ep->auto_progress ? ep->channel_cq->fd : -1, .events = POLLIN },
+		{ .fd = ep->wake_fd, .events = POLLIN },
+	};
+	struct rdma_cm_event *ev;
+	int timeout = -1;
+
+	if (ep->auto_progress)
+		ep->up->progress(ep);	/* arms the CQ */
+	for (;;) {
+		if (poll(fds, 4, timeout) < 0 && errno != EINTR)
+			break;
+		if (fds[1].revents)
+			break;
+		if (fds[2].revents)
+			ep->up->progress(ep);
+		while (!rdma_get_cm_event(ep->channel, &ev)) {
+			pthread_mutex_lock(&ep->cm_lock);
+			ibf_rdm_cm_event(ep, ev);
+			pthread_mutex_unlock(&ep->cm_lock);
+			rdma_ack_cm_event(ev);
+		}
+		/* Every event taken is acked: dead ids may go now. */
+		pthread_mutex_lock(&ep->cm_lock);
+		ibf_rdm_graves_reap(ep);
+		timeout = ibf_rdm_timers_due(ep);
+		pthread_mutex_unlock(&ep->cm_lock);
+	}
+	return NULL;
+}
+
+/* ---- life cycle ---- */
+
+int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
+{
+	struct ibv_port_attr port;
+	struct sockaddr_storage src;
+	char buf[64];
+
+	if (!info->src_addr || !info->src_addrlen ||
+	    info->src_addrlen > sizeof(src)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "an RDM endpoint needs the src_addr of "
+			 "an ibfab fi_info\n");
+		return -FI_EINVAL;
+	}
+	memset(&src, 0, sizeof(src));
+	memcpy(&src, info->src_addr, info->src_addrlen);
+	ep->channel = rdma_create_event_channel();
+	if (!ep->channel)
+		return ibf_errno_to_fi(errno);
+	if (ibf_fd_set_nonblock(ep->channel->fd) ||
+	    rdma_create_id(ep->channel, &ep->listen_id, NULL, RDMA_PS_TCP))
+		return ibf_errno_to_fi(errno);
+	ibf_cm_reuse_addr(ep->listen_id);
+	if (rdma_bind_addr(ep->listen_id, (struct sockaddr *)&src)) {
+		int ret = ibf_errno_to_fi(errno);
+
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind %s: %s\n",
+			 ibf_addr_str((struct sockaddr *)&src, buf, sizeof(buf)),
+			 strerror(errno));
+		return ret;
+	}
+	if (ep->listen_id->verbs != ep->domain->verbs) {
+		IBF_WARN(FI_LOG_EP_CTRL, "%s is not on the domain's device\n",
+			 ibf_addr_str((struct sockaddr *)&src, buf, sizeof(buf)));
+		return -FI_EINVAL;
+	}
+	if (rdma_listen(ep->listen_id, 1024))
+		return ibf_errno_to_fi(errno);
+	ep->max_read = 1u << 30;
+	if (!ibv_query_port(ep->domain->verbs, ep->listen_id->port_num, &port) &&
+	    port.max_msg_sz)
+		ep->max_read = IBF_MIN(port.max_msg_sz, 1u << 30);
+	ep->namelen = ibf_addr_len(rdma_get_local_addr(ep->listen_id));
+	return ibf_name_from_sockaddr(&ep->name,
+				      rdma_get_local_addr(ep->listen_id),
+				      ep->namelen);
+}
+
+int ibf_rdm_cm_start(struct ibf_rdm_ep *ep)
+{
+	int ret;
+
+	ep->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (ep->stop_fd < 0)
+		return ibf_errno_to_fi(errno);
+	ep->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ep->wake_fd < 0)
+		return ibf_errno_to_fi(errno);
+	ret = pthread_create(&ep->cm_thread, NULL, ibf_rdm_cm_thread, ep);
+	if (ret) {
+		IBF_WARN(FI_LOG_EP_CTRL, "pthread_create: %s\n", strerror(ret));
+		return ibf_errno_to_fi(ret);
+	}
+	ep->cm_thread_started = 1;
+	return 0;
+}
+
+void ibf_rdm_cm_stop(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_conn *conn;
+	uint64_t one = 1;
+	uint32_t i;
+
+	if (ep->cm_thread_started) {
+		if (write(ep->stop_fd, &one, sizeof(one)) != sizeof(one))
+			IBF_WARN(FI_LOG_EP_CTRL, "cannot stop the connection "
+				 "thread\n");
+		pthread_join(ep->cm_thread, NULL);
+		ep->cm_thread_started = 0;
+	}
+	/* Peers see DISCONNECTED; our QPs flush what they hold. */
+	for (i = 0; i < ep->nconns; i++) {
+		conn = ibf_rdm_conn_at(ep, i);
+		if (conn->id && (conn->state == IBF_CONN_ACCEPTING ||
+				 conn->state == IBF_CONN_CONNECTED))
+			rdma_disconnect(conn->id);
+		ibf_rdm_bury(ep, conn->id, conn);
+		ibf_rdm_bury(ep, conn->loser, conn);
+		conn->id = conn->loser = NULL;
+	}
+}
+
+void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep)
+{
+	struct rdma_cm_event *ev;
+	uint32_t i;
+
+	/*
+	 * Ack what is left, or rdma_destroy_id would wait for it; a request
+	 * that came too late is refused, and its id is ours to destroy.
+	 */
+	while (ep->channel && !rdma_get_cm_event(ep->channel, &ev)) {
+		struct rdma_cm_id *late = ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ?
+					  ev->id : NULL;
+
+		if (late)
+			rdma_reject(late, NULL, 0);
+		rdma_ack_cm_event(ev);
+		if (late)
+			rdma_destroy_id(late);
+	}
+	ibf_rdm_graves_destroy(ep);
+	ibf_rdm_qp_map_free(ep);
+	for (i = 0; i < ep->nconns; i++) {
+		struct ibf_rdm_conn *conn = ibf_rdm_conn_at(ep, i);
+
+		free(conn->probe);
+		free(conn);
+	}
+	for (i = 0; i < IBF_CONN_DIRS; i++)
+		free(ep->conn_dir[i]);
+	free(ep->by_name);
+	if (ep->listen_id)
+		rdma_destroy_id(ep->listen_id);
+	if (ep->channel)
+		rdma_destroy_event_channel(ep->channel);
+	if (ep->stop_fd >= 0)
+		close(ep->stop_fd);
+	if (ep->wake_fd >= 0)
+		close(ep->wake_fd);
+}

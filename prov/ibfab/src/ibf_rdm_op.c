@@ -1,0 +1,256 @@
+/*
+ * RDM operations: pools, bounces and completion (ibf_rdm_op.h).
+ * ep->lock held unless said otherwise.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf_rdm.h"
+
+void ibf_rdm_list_append(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
+{
+	op->next = NULL;
+	op->prev = l->tail;
+	if (l->tail)
+		l->tail->next = op;
+	else
+		l->head = op;
+	l->tail = op;
+}
+
+void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
+{
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		l->head = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+	else
+		l->tail = op->prev;
+	op->next = op->prev = NULL;
+}
+
+/* ---- pools ---- */
+
+/* Ops are laid out as [ntx sends][nrx receives][nbounce bounces]; sends
+ * and bounces own a slot of the registered area each. */
+int ibf_rdm_ops_init(struct ibf_rdm_ep *ep)
+{
+	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
+	size_t bytes = (size_t)(ep->ntx + ep->nbounce) * ep->slot;
+	struct ibf_rdm_op *op;
+
+	ep->ops = calloc(n, sizeof(*ep->ops));
+	if (!ep->ops || posix_memalign((void **)&ep->mem, 4096, bytes))
+		return -FI_ENOMEM;
+	ep->mem_mr = ibv_reg_mr(ep->domain->pd, ep->mem, bytes,
+				IBV_ACCESS_LOCAL_WRITE);
+	if (!ep->mem_mr) {
+		IBF_WARN(FI_LOG_EP_CTRL, "registering %zu bytes of eager "
+			 "buffers: %s\n", bytes, strerror(errno));
+		return ibf_errno_to_fi(errno);
+	}
+	for (i = 0; i < n; i++) {
+		op = &ep->ops[i];
+		op->op.kind = IBF_OP_RDM;
+		op->op.src = FI_ADDR_NOTAVAIL;
+		op->ep = ep;
+		if (i < ep->ntx) {
+			op->mem = ep->mem + (size_t)i * ep->slot;
+			op->next = ep->tx_free;
+			ep->tx_free = op;
+		} else if (i < ep->ntx + ep->nrx) {
+			op->next = ep->rx_free;
+			ep->rx_free = op;
+		} else {
+			op->is_bounce = 1;
+			op->mem = ep->mem + (size_t)(i - ep->nrx) * ep->slot;
+		}
+	}
+	return 0;
+}
+
+void ibf_rdm_ops_fini(struct ibf_rdm_ep *ep)
+{
+	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
+
+	for (i = 0; ep->ops && i < n; i++)
+		ibf_rdm_unregister(&ep->ops[i]);
+	if (ep->mem_mr)
+		ibv_dereg_mr(ep->mem_mr);
+	free(ep->mem);
+	free(ep->ops);
+	ep->ops = NULL;
+	ep->mem = NULL;
+	ep->mem_mr = NULL;
+}
+
+static int ibf_rdm_is_tx(const struct ibf_rdm_op *op)
+{
+	return op < op->ep->ops + op->ep->ntx;
+}
+
+struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_op *op = ep->tx_free;
+
+	if (likely(op))
+		ep->tx_free = op->next;
+	return op;
+}
+
+struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_op *op = ep->rx_free;
+
+	if (likely(op))
+		ep->rx_free = op->next;
+	return op;
+}
+
+void ibf_rdm_op_free(struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_ep *ep = op->ep;
+
+	op->state = IBF_RDM_FREE;
+	if (ibf_rdm_is_tx(op)) {
+		op->next = ep->tx_free;
+		ep->tx_free = op;
+	} else {
+		op->next = ep->rx_free;
+		ep->rx_free = op;
+	}
+}
+
+/* ---- bounces ---- */
+
+int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)b->mem,
+		.length = (uint32_t)ep->slot,
+		.lkey = ep->mem_mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&b->op, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+	int ret;
+
+	b->state = IBF_RDM_BOUNCE_POSTED;
+	b->conn = NULL;
+	ret = ibv_post_srq_recv(ep->srq, &wr, &bad);
+	if (unlikely(ret)) {
+		IBF_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s: one eager "
+			 "buffer fewer\n", strerror(ret));
+		return ibf_errno_to_fi(ret);
+	}
+	return 0;
+}
+
+int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep)
+{
+	uint32_t i;
+	int ret;
+
+	for (i = 0; i < ep->nbounce; i++) {
+		ret = ibf_rdm_bounce_post(ep, &ep->ops[ep->ntx + ep->nrx + i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why)
+{
+	ep->dropped++;
+	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an arrival dropped (%llu "
+		       "so far): %s\n", (unsigned long long)ep->dropped, why);
+	ibf_rdm_bounce_post(ep, b);
+}
+
+/* ---- completion ---- */
+
+void ibf_rdm_unregister(struct ibf_rdm_op *op)
+{
+	while (op->nmr)
+		ibv_dereg_mr(op->mr[--op->nmr]);
+}
+
+static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_ep *ep = op->ep;
+
+	if (ibf_rdm_is_tx(op))
+		return ep->tx_cq ? ep->tx_cq : ep->rx_cq;
+	return ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+}
+
+/* err: 0 or -FI_E*; the CQ reports it positive, as fi_cq_readerr does. */
+void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
+{
+	struct ibf_rdm_ep *ep = op->ep;
+
+	ibf_rdm_unregister(op);
+	if (err && !op->op.context && !op->op.user_comp) {
+		/* An inject: it has no context to report an error with. */
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a send without "
+			       "context failed: %s\n", fi_strerror(-err));
+		ibf_rdm_op_free(op);
+		return;
+	}
+	if (!err && !op->op.user_comp) {
+		ibf_rdm_op_free(op);
+		ep->up->op_freed(ep);
+		return;
+	}
+	op->op.err = -err;
+	op->state = IBF_RDM_DONE;
+	ibf_cq_soft_push(ibf_rdm_op_cq(op), &op->op);
+}
+
+void ibf_rdm_release(struct ibf_op *o)
+{
+	struct ibf_rdm_op *op = container_of(o, struct ibf_rdm_op, op);
+	struct ibf_rdm_ep *ep = op->ep;
+
+	ibf_lock_acquire(&ep->lock);
+	ibf_rdm_op_free(op);
+	ep->up->op_freed(ep);
+	ibf_lock_release(&ep->lock);
+}
+
+/* ---- buffers ---- */
+
+size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count)
+{
+	size_t i, len = 0;
+
+	for (i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count)
+{
+	size_t i;
+
+	for (i = 0; i < count; i++) {
+		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+		dst += iov[i].iov_len;
+	}
+}
+
+size_t ibf_rdm_copy_to_iov(const struct iovec *iov, size_t count,
+			   const uint8_t *src, size_t len)
+{
+	size_t i, n, done = 0;
+
+	for (i = 0; i < count && done < len; i++) {
+		n = IBF_MIN(iov[i].iov_len, len - done);
+		memcpy(iov[i].iov_base, src + done, n);
+		done += n;
+	}
+	return done;
+}

@@ -1,0 +1,429 @@
+/*
+ * The RDM protocol: eager messages, arrivals, matching and progress
+ * (ibf_rdm_proto.h; rendezvous is in ibf_rdm_rndv.c).
+ * ep->lock held unless said otherwise.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf_rdm.h"
+
+/* ---- sending ---- */
+
+int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		       const struct iovec *iov, size_t count, size_t len,
+		       uint64_t tag, uint64_t data, int tagged, int with_data)
+{
+	struct ibf_rdm_hdr *hdr = (void *)op->mem;
+
+	hdr->tag = tag;
+	hdr->data = data;
+	hdr->flags = (tagged ? IBF_RDM_F_TAGGED : 0) |
+		     (with_data ? IBF_RDM_F_DATA : 0);
+	op->read_err = 0;
+	if (len > ep->eager_size)
+		return ibf_rdm_rts_build(ep, op, iov, count, len);
+	hdr->type = IBF_RDM_EAGER;
+	ibf_rdm_copy_from_iov(op->mem + IBF_RDM_HDR, iov, count);
+	op->wire_len = (uint32_t)(IBF_RDM_HDR + len);
+	op->tx_state = IBF_RDM_TX;
+	return 0;
+}
+
+/* ---- receiving ---- */
+
+struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
+				   const struct iovec *iov, void **desc,
+				   size_t count, uint64_t want, uint64_t tag,
+				   uint64_t ignore, uint64_t flags,
+				   void *context, int tagged)
+{
+	struct ibf_rdm_op *r = ibf_rdm_rx_get(ep);
+	size_t i;
+
+	if (unlikely(!r))
+		return NULL;
+	for (i = 0; i < count; i++) {
+		r->iov[i] = iov[i];
+		r->desc[i] = desc ? desc[i] : NULL;
+	}
+	r->count = count;
+	r->me.tag = tagged ? tag : 0;
+	r->me.ignore = tagged ? ignore : ~0ull;	/* untagged: any tag */
+	r->me.src = want;
+	r->op.tag = tag;
+	r->tagged = tagged;
+	r->op.context = context;
+	r->op.flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
+	r->op.buf = count ? iov[0].iov_base : NULL;
+	r->op.len = 0;
+	r->op.olen = 0;
+	r->op.data = 0;
+	r->op.src = FI_ADDR_NOTAVAIL;
+	r->op.user_comp = !ep->rx_selective || (flags & FI_COMPLETION);
+	r->multi = !!(flags & FI_MULTI_RECV);
+	r->mr_off = 0;
+	r->nmr = 0;
+	r->state = IBF_RDM_RX_POSTED;
+	return r;
+}
+
+static struct ibf_mq *ibf_rdm_unexp_q(struct ibf_rdm_ep *ep, int tagged)
+{
+	return tagged ? &ep->unexp_tag : &ep->unexp_msg;
+}
+
+struct ibf_rdm_op *ibf_rdm_unexp_find(struct ibf_rdm_ep *ep,
+				      const struct ibf_rdm_op *r)
+{
+	struct ibf_mq *unexp = ibf_rdm_unexp_q(ep, r->tagged);
+
+	if (likely(ibf_mq_empty(unexp)))
+		return NULL;
+	return ibf_rdm_op_of(ibf_mq_unexp_match(unexp, r->me.tag, r->me.ignore,
+						r->me.src));
+}
+
+void ibf_rdm_unexp_take(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	ibf_mq_unexp_remove(ibf_rdm_unexp_q(ep, b->tagged), &b->me);
+}
+
+void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+		     struct ibf_rdm_op *b)
+{
+	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
+	size_t copied;
+
+	r->op.tag = b->op.tag;
+	r->op.data = b->op.data;
+	r->op.src = b->op.src;
+	if (hdr->flags & IBF_RDM_F_DATA)
+		r->op.flags |= FI_REMOTE_CQ_DATA;
+	if (hdr->type == IBF_RDM_RTS) {
+		ibf_rdm_read_start(ep, r, b);
+		return;
+	}
+	copied = ibf_rdm_copy_to_iov(r->iov, r->count, b->mem + IBF_RDM_HDR,
+				     b->op.len);
+	r->op.len = copied;
+	r->op.olen = b->op.len - copied;
+	ibf_rdm_bounce_post(ep, b);
+	ibf_rdm_complete(r, r->op.olen ? -FI_ETRUNC : 0);
+}
+
+/*
+ * A multi-receive buffer r takes the message in b (removed from wherever
+ * it waited).  Each message is reported by an op of its own, a "carrier"
+ * whose buffer is the message's place in r's; r stays posted until less
+ * than FI_OPT_MIN_MULTI_RECV is left, and the carrier of the message that
+ * fills it says FI_MULTI_RECV.  The caller made sure an op is free.
+ */
+static void ibf_rdm_deliver_multi(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+				  struct ibf_rdm_op *b)
+{
+	size_t take = IBF_MIN(b->op.len, r->iov[0].iov_len - r->mr_off);
+	struct iovec iov = { (uint8_t *)r->iov[0].iov_base + r->mr_off, take };
+	struct ibf_rdm_op *c;
+
+	c = ibf_rdm_rx_take(ep, &iov, r->desc, 1, 0, 0, 0, 0,
+			    r->op.context, 0);
+	c->op.user_comp = r->op.user_comp;
+	r->mr_off += take;
+	if (r->iov[0].iov_len - r->mr_off < ep->min_multi_recv) {
+		ibf_mq_posted_remove(&ep->recv_msg, &r->me);
+		c->op.flags |= FI_MULTI_RECV;
+		c->op.user_comp = 1;	/* the buffer's release is always told */
+		ibf_rdm_op_free(r);
+	}
+	ibf_rdm_deliver(ep, c, b);
+}
+
+/*
+ * Give the messages waiting for a multi-receive buffer (ep->multi_waiting)
+ * the ops freed since, oldest first, so that none is overtaken by a later
+ * arrival or left behind once ops are free again.  Not reentered: a
+ * delivery may complete (and free) a silent op, which calls here.
+ */
+static void ibf_rdm_multi_drain(struct ibf_rdm_ep *ep)
+{
+	struct ibf_mq_entry *e, *next;
+	struct ibf_rdm_op *b, *r;
+
+	if (ep->multi_draining)
+		return;
+	ep->multi_draining = 1;
+	for (e = ibf_mq_first(&ep->unexp_msg); e && ep->rx_free; e = next) {
+		next = ibf_mq_next(e);
+		b = ibf_rdm_op_of(e);
+		r = ibf_rdm_op_of(ibf_mq_posted_match(&ep->recv_msg, e->tag, e->src));
+		if (!r || !r->multi)
+			continue;	/* waits for a receive, not for an op */
+		ibf_mq_unexp_remove(&ep->unexp_msg, e);
+		ibf_rdm_deliver_multi(ep, r, b);
+	}
+	ep->multi_waiting = e != NULL;	/* ran out of ops before the end */
+	ep->multi_draining = 0;
+}
+
+void ibf_rdm_recv_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+{
+	struct ibf_rdm_op *b;
+
+	if (unlikely(r->multi)) {
+		/* Take what waits, while the buffer has room and ops are free. */
+		ibf_mq_post(&ep->recv_msg, &r->me);
+		while (r->state == IBF_RDM_RX_POSTED && ep->rx_free &&
+		       (b = ibf_rdm_unexp_find(ep, r))) {
+			ibf_rdm_unexp_take(ep, b);
+			ibf_rdm_deliver_multi(ep, r, b);
+		}
+		if (!ep->rx_free && r->state == IBF_RDM_RX_POSTED)
+			ep->multi_waiting = 1;	/* the rest as ops free */
+		return;
+	}
+	b = ibf_rdm_unexp_find(ep, r);
+	if (b) {
+		ibf_rdm_unexp_take(ep, b);
+		ibf_rdm_deliver(ep, r, b);
+	} else {
+		ibf_mq_post(r->tagged ? &ep->recv_tag : &ep->recv_msg, &r->me);
+	}
+}
+
+ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep *ep, void *context)
+{
+	struct ibf_mq *queues[2] = { &ep->recv_tag, &ep->recv_msg };
+	struct ibf_mq_entry *e;
+	struct ibf_rdm_op *r;
+	int i;
+
+	ibf_lock_acquire(&ep->lock);
+	for (i = 0; i < 2; i++) {
+		for (e = ibf_mq_first(queues[i]); e; e = ibf_mq_next(e)) {
+			r = ibf_rdm_op_of(e);
+			if (r->op.context != context)
+				continue;
+			ibf_mq_posted_remove(queues[i], e);
+			r->op.len = 0;
+			ibf_rdm_complete(r, -FI_ECANCELED);
+			ibf_lock_release(&ep->lock);
+			return 0;
+		}
+	}
+	ibf_lock_release(&ep->lock);
+	return -FI_ENOENT;
+}
+
+/* ---- arrivals ---- */
+
+/* A message in bounce b (its header checked): match it, or hold it. */
+static void ibf_rdm_on_message(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
+	struct ibf_mq *posted;
+	struct ibf_rdm_op *r;
+
+	b->op.tag = hdr->tag;
+	b->op.data = hdr->data;
+	b->op.src = ibf_rdm_conn_addr(b->conn);
+	b->tagged = !!(hdr->flags & IBF_RDM_F_TAGGED);
+	b->me.tag = b->tagged ? hdr->tag : 0;
+	b->me.ignore = 0;
+	b->me.src = b->conn->peer_key;
+	posted = b->tagged ? &ep->recv_tag : &ep->recv_msg;
+	r = ibf_rdm_op_of(ibf_mq_posted_match(posted, b->me.tag, b->me.src));
+	if (r && !r->multi) {
+		ibf_mq_posted_remove(posted, &r->me);
+		ibf_rdm_deliver(ep, r, b);
+		return;
+	}
+	if (r && ep->rx_free && likely(!ep->multi_waiting)) {
+		ibf_rdm_deliver_multi(ep, r, b);
+		return;
+	}
+	b->state = IBF_RDM_BOUNCE_HELD;
+	ibf_mq_park(ibf_rdm_unexp_q(ep, b->tagged), &b->me);
+	if (r) {
+		/* No op to report it, or older ones wait: behind them. */
+		ep->multi_waiting = 1;
+		ibf_rdm_multi_drain(ep);
+	}
+}
+
+static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			    const struct ibv_wc *wc)
+{
+	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
+
+	if (unlikely(wc->status != IBV_WC_SUCCESS)) {
+		if (wc->status != IBV_WC_WR_FLUSH_ERR)
+			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a receive "
+				       "failed: %s\n", ibv_wc_status_str(wc->status));
+		ibf_rdm_bounce_post(ep, b);
+		return;
+	}
+	if (unlikely(wc->byte_len < IBF_RDM_HDR)) {
+		ibf_rdm_drop(ep, b, "shorter than a header");
+		return;
+	}
+	/* The sender is whoever owns the QP it came in on, whatever the
+	 * header says. */
+	b->conn = ibf_rdm_qp_conn(ep, wc->qp_num);
+	if (unlikely(!b->conn)) {
+		ibf_rdm_drop(ep, b, "it came in on no connection of ours");
+		return;
+	}
+	/* On an earlier QP of the connection: delivered all the same (its
+	 * sender was told so), but of a life that has ended, whose
+	 * rendezvous can no longer be read or answered. */
+	b->epoch = ibf_rdm_arrival_epoch(b->conn, wc->qp_num);
+	switch (hdr->type) {
+	case IBF_RDM_FIN:
+		if (unlikely(wc->byte_len < IBF_RDM_HDR + sizeof(struct ibf_rdm_fin))) {
+			ibf_rdm_drop(ep, b, "a FIN cut short");
+			return;
+		}
+		ibf_rdm_on_fin(ep, b);
+		return;
+	case IBF_RDM_PING:
+		ibf_rdm_bounce_post(ep, b);	/* being here was the answer */
+		return;
+	case IBF_RDM_EAGER:
+		b->op.len = wc->byte_len - IBF_RDM_HDR;
+		break;
+	case IBF_RDM_RTS:
+		if (unlikely(!ibf_rdm_rts_fits(b, wc->byte_len))) {
+			ibf_rdm_drop(ep, b, "an RTS whose segments do not add "
+				     "up to its length");
+			return;
+		}
+		b->op.len = ((const struct ibf_rdm_rts *)(b->mem + IBF_RDM_HDR))->len;
+		break;
+	default:
+		ibf_rdm_drop(ep, b, "unknown type");
+		return;
+	}
+	ibf_rdm_on_message(ep, b);
+}
+
+/* A send-side completion: an eager send, a FIN, a read, an RTS (or the
+ * connection layer's PING or drain). */
+static void ibf_rdm_on_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			    const struct ibv_wc *wc)
+{
+	if (unlikely(ibf_rdm_send_done(op, wc->status)))
+		return;		/* the connection layer's own */
+	if (op->is_bounce)
+		ibf_rdm_bounce_post(ep, op);	/* its FIN went */
+	else if (op->state == IBF_RDM_RX_READ)
+		ibf_rdm_on_read(ep, op, wc);
+	else if (op->state == IBF_RDM_TX_RTS)
+		ibf_rdm_rts_sent(op, -ibf_wc_status_to_fi(wc->status));
+	else
+		ibf_rdm_complete(op, -ibf_wc_status_to_fi(wc->status));
+}
+
+/* A verbs completion of one of our ops. */
+static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
+{
+	struct ibf_rdm_op *op = container_of((struct ibf_op *)(uintptr_t)wc->wr_id,
+					     struct ibf_rdm_op, op);
+
+	if (op->is_bounce && op->state == IBF_RDM_BOUNCE_POSTED)
+		ibf_rdm_on_recv(ep, op, wc);
+	else
+		ibf_rdm_on_sent(ep, op, wc);
+}
+
+/* ---- progress ---- */
+
+/*
+ * From a read of either CQ: what the connection thread left, then what
+ * the device has completed.  No system call unless the thread left
+ * something.  Takes ep->lock.
+ */
+void ibf_rdm_progress(struct ibf_rdm_ep *ep)
+{
+	struct ibv_wc wc[IBF_CQ_BATCH];
+	int n, i;
+
+	if (unlikely(__atomic_load_n(&ep->cm_pending, __ATOMIC_ACQUIRE)))
+		ibf_rdm_cm_deliver(ep);
+	ibf_lock_acquire(&ep->lock);
+	ibf_rdm_qp_map_retire(ep);
+	do {
+		n = ibv_poll_cq(ep->hcq, IBF_CQ_BATCH, wc);
+		for (i = 0; i < n; i++)
+			ibf_rdm_on_wc(ep, &wc[i]);
+	} while (n == IBF_CQ_BATCH);
+	ibf_lock_release(&ep->lock);
+}
+
+/* FI_PROGRESS_AUTO, from the endpoint's thread when its CQ has an event. */
+static void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	unsigned n = 0;
+
+	while (!ibv_get_cq_event(ep->channel_cq, &ev_cq, &ev_ctx))
+		n++;
+	ibf_lock_acquire(&ep->lock);
+	ep->cq_events += n;
+	ibf_lock_release(&ep->lock);
+	ibf_rdm_progress(ep);
+	ibv_req_notify_cq(ep->hcq, 0);
+	ibf_rdm_progress(ep);	/* what came before the arming */
+}
+
+int ibf_rdm_trywait(struct ibf_rdm_ep *ep)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	int ret = 0, n;
+
+	if (__atomic_load_n(&ep->cm_pending, __ATOMIC_ACQUIRE))
+		return -FI_EAGAIN;
+	if (!ep->channel_cq)
+		return -FI_EAGAIN;	/* nothing to sleep on: keep polling */
+	ibf_lock_acquire(&ep->lock);
+	while (!ibv_get_cq_event(ep->channel_cq, &ev_cq, &ev_ctx))
+		ep->cq_events++;
+	if (ep->cq_events >= 64) {
+		ibv_ack_cq_events(ep->hcq, ep->cq_events);
+		ep->cq_events = 0;
+	}
+	if (ibv_req_notify_cq(ep->hcq, 0)) {
+		ret = -FI_EAGAIN;
+	} else {
+		/* Armed: what came before the arming raises nothing. */
+		struct ibv_wc wc[IBF_CQ_BATCH];
+
+		n = ibv_poll_cq(ep->hcq, IBF_CQ_BATCH, wc);
+		for (int i = 0; i < n; i++)
+			ibf_rdm_on_wc(ep, &wc[i]);
+		if (n)
+			ret = -FI_EAGAIN;
+	}
+	ibf_lock_release(&ep->lock);
+	return ret;
+}
+
+/* ---- what the layers below report ---- */
+
+static void ibf_rdm_op_freed(struct ibf_rdm_ep *ep)
+{
+	if (unlikely(ep->multi_waiting))
+		ibf_rdm_multi_drain(ep);
+}
+
+const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls = {
+	.slots_freed = ibf_rdm_unstall,
+	.conns_ended = ibf_rdm_rndv_fail_ended,
+	.op_freed = ibf_rdm_op_freed,
+	.progress = ibf_rdm_auto_progress,
+};
