@@ -14,7 +14,8 @@
  *   - connection requests claiming a name on another host, and B's name
  *     while B is connected;
  *   - as a listener A sends to: a refusal saying "I connect to you" (the
- *     answer to a simultaneous connect), and then never connecting.
+ *     answer to a simultaneous connect), and then never connecting;
+ *   - a flood of connection requests it never completes.
  * A must act on none of them, and its traffic with B must go on as if R
  * had not been there.  White-box by nature (R speaks ibfab's wire format,
  * from ibf_rdm.h), so it runs against ibfab only.
@@ -226,6 +227,87 @@ out:
 	return refused && failed;
 }
 
+#define FLOOD 300
+
+/*
+ * R floods A with FLOOD connection requests from its host, each claiming a
+ * name of its own there, and completes none: its ids have no QP, so
+ * librdmacm leaves each answer (REP) to R, which never confirms it.  A
+ * holds each one it accepts as accepted and not yet established, with a
+ * QP.  Counts the requests A accepted and those it refused as BUSY.
+ */
+static void rogue_flood(const char *host, const struct sockaddr *a,
+			int *accepted, int *busy)
+{
+	static struct rdma_cm_id *ids[FLOOD];
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct ibf_rdm_cm_data d;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	int i, answered = 0;
+	long end;
+
+	*accepted = *busy = 0;
+	if (!ch || fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) ||
+	    inet_pton(AF_INET, host, &sin.sin_addr) != 1)
+		goto out;
+	for (i = 0; i < FLOOD; i++)
+		if (rdma_create_id(ch, &ids[i], (void *)(intptr_t)i, RDMA_PS_TCP) ||
+		    rdma_resolve_addr(ids[i], (struct sockaddr *)&sin,
+				      (struct sockaddr *)a, 2000))
+			goto out;
+	for (end = now_ms() + 120000; answered < FLOOD && now_ms() < end;) {
+		poll_all();
+		if (rdma_get_cm_event(ch, &ev))
+			continue;
+		i = (int)(intptr_t)ev->id->context;
+		switch (ev->event) {
+		case RDMA_CM_EVENT_ADDR_RESOLVED:
+			rdma_resolve_route(ev->id, 2000);
+			break;
+		case RDMA_CM_EVENT_ROUTE_RESOLVED:
+			memset(&d, 0, sizeof(d));
+			memset(&cp, 0, sizeof(cp));
+			d.magic = IBF_RDM_CM_MAGIC;
+			sin.sin_port = htons(51000 + i);
+			ibf_name_from_sockaddr(&d.name, (struct sockaddr *)&sin,
+					       sizeof(sin));
+			cp.private_data = &d;
+			cp.private_data_len = sizeof(d);
+			cp.responder_resources = cp.initiator_depth = 1;
+			cp.qp_num = 0x100 + i;	/* none: nothing will flow */
+			cp.retry_count = 6;
+			rdma_connect(ev->id, &cp);
+			break;
+		case RDMA_CM_EVENT_CONNECT_RESPONSE:
+			(*accepted)++;
+			answered++;
+			break;
+		case RDMA_CM_EVENT_REJECTED:
+			if (ev->param.conn.private_data &&
+			    ev->param.conn.private_data_len >= sizeof(uint32_t) &&
+			    *(const uint32_t *)ev->param.conn.private_data ==
+			    IBF_RDM_CM_BUSY)
+				(*busy)++;
+			answered++;
+			break;
+		default:
+			answered++;	/* an error: counted as neither */
+			break;
+		}
+		rdma_ack_cm_event(ev);
+	}
+	printf("# flood: %d requests, %d accepted, %d refused as busy\n",
+	       FLOOD, *accepted, *busy);
+out:
+	for (i = 0; i < FLOOD; i++)
+		if (ids[i])
+			rdma_destroy_id(ids[i]);	/* A sees them refused */
+	if (ch)
+		rdma_destroy_event_channel(ch);
+}
+
 static void hdr_init(struct ibf_rdm_hdr *h, uint8_t type, uint32_t conn,
 		     uint64_t tag)
 {
@@ -357,6 +439,29 @@ int main(int argc, char **argv)
 	     has_comp(ns[1], r, WAIT_MS, &c) && !c.err && !memcmp(r, m, sizeof(m));
 	IBFT_CHECK(ok, "hostile-live-peer-unharmed", "A's message to B did not "
 		   "reach B after R claimed B's name");
+	{
+		int accepted, busy;
+
+		rogue_flood(ibft_opts.dst, (struct sockaddr *)ns[0]->name,
+			    &accepted, &busy);
+		IBFT_CHECK(accepted > 0 && accepted <= 256 && busy > 0 &&
+			   accepted + busy == FLOOD, "hostile-request-flood",
+			   "of %d connection requests never completed, A "
+			   "accepted %d (each with a QP) and refused %d as busy "
+			   "(its cap is 256)", FLOOD, accepted, busy);
+	}
+	/* R has gone (its ids destroyed): a new peer gets in. */
+	{
+		struct node *n = node_open(1, FI_TAGGED | FI_DIRECTED_RECV, 0);
+		fi_addr_t to_a;
+
+		ok = n && fi_av_insert(n->av, ns[0]->name, 1, &to_a, 0, NULL) == 1 &&
+		     !fi_trecv(ns[0]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 14, 0, r) &&
+		     !POST(fi_tsend(n->ep, m, sizeof(m), NULL, to_a, 14, m)) &&
+		     has_comp(ns[0], r, WAIT_MS, &c) && !c.err;
+		IBFT_CHECK(ok, "hostile-flood-over-new-peer-served", "a new peer "
+			   "could not reach A after the flood");
+	}
 	IBFT_CHECK(rogue_tiebreak_liar(ns[0], ibft_opts.dst, 30000),
 		   "hostile-tiebreak-liar", "A's send to a peer that refused it as "
 		   "the winner of a simultaneous connect, and never connected, did "

@@ -624,15 +624,22 @@ int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status)
 	}
 }
 
+/* Append op to the singly linked list head..tail (through next). */
+static void ibf_rdm_fifo_push(struct ibf_rdm_op **head, struct ibf_rdm_op **tail,
+			      struct ibf_rdm_op *op)
+{
+	op->next = NULL;
+	if (*tail)
+		(*tail)->next = op;
+	else
+		*head = op;
+	*tail = op;
+}
+
 void ibf_rdm_stall(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
 	op->stalled = 1;
-	op->next = NULL;
-	if (conn->stalled_tail)
-		conn->stalled_tail->next = op;
-	else
-		conn->stalled_head = op;
-	conn->stalled_tail = op;
+	ibf_rdm_fifo_push(&conn->stalled_head, &conn->stalled_tail, op);
 }
 
 struct ibf_rdm_op *ibf_rdm_unstall_next(struct ibf_rdm_conn *conn)
@@ -746,12 +753,7 @@ ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	}
 	if (!ret) {
 		op->state = IBF_RDM_QUEUED;
-		op->next = NULL;
-		if (conn->queue_tail)
-			conn->queue_tail->next = op;
-		else
-			conn->queue_head = op;
-		conn->queue_tail = op;
+		ibf_rdm_fifo_push(&conn->queue_head, &conn->queue_tail, op);
 	}
 	pthread_mutex_unlock(&ep->cm_lock);
 	if (ret) {
