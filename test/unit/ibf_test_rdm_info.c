@@ -284,3 +284,17 @@ Test(rdm, takes_thousands_of_posted_receives)
 	cr_assert_geq(tmpl->rx_attr->size, 4096);
 	fi_freeinfo(h);
 }
+
+/* Counters: RDM endpoints have them; FI_EP_MSG endpoints do not yet. */
+Test(rdm, counters_on_rdm_only)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct fi_info *msg;
+
+	inet_pton(AF_INET, "198.18.0.1", &sin.sin_addr);
+	msg = ibf_info_template(&lim, (struct sockaddr *)&sin);
+	cr_assert_not_null(msg);
+	cr_assert_gt(tmpl->domain_attr->cntr_cnt, 0);
+	cr_assert_eq(msg->domain_attr->cntr_cnt, 0);
+	fi_freeinfo(msg);
+}

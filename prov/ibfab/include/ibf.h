@@ -417,6 +417,29 @@ int ibf_cq_bind(struct ibf_cq *cq, struct ibf_domain *dom, uint64_t flags,
 /* Progress cq; does it have a completion (or an error) to read? */
 int ibf_cq_ready(struct ibf_cq *cq);
 
+/* ---- counter (ibf_cntr.c) ---- */
+struct ibf_cntr {
+	struct fid_cntr cntr_fid;
+	struct ibf_domain *domain;
+	uint64_t value, err;	/* atomic */
+	int waitable;		/* FI_WAIT_UNSPEC or FI_WAIT_FD */
+	struct ibf_waitfd wait;	/* endpoints' channels + an eventfd */
+	int waiting;		/* fi_trywait passed; changes raise the fd (atomic) */
+	struct ibf_lock lock;	/* the endpoints bound */
+	struct ibf_rdm_ep **rdm;
+	int nrdm;
+	int ref;		/* endpoints bound */
+};
+int ibf_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		  struct fid_cntr **cntr, void *context);
+/* An operation counted by c completed: err 0, or failed. */
+void ibf_cntr_count(struct ibf_cntr *c, int err);
+/* An RDM endpoint bound to c (fd: its completion channel, or -1). */
+int ibf_cntr_add_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd);
+void ibf_cntr_del_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd);
+/* fi_trywait on a counter: 0, -FI_EAGAIN, or -FI_EINVAL (no wait object). */
+int ibf_cntr_trywait(struct ibf_cntr *c);
+
 /* ---- poll set (ibf_poll.c) ---- */
 int ibf_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
 		  struct fid_poll **poll);

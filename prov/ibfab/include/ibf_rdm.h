@@ -80,6 +80,17 @@ fi_addr_t ibf_av_find(struct ibf_av *av, const struct ibf_name *name);
 int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
 			   size_t len);
 
+/* What a counter bound to an RDM endpoint counts (fi_ep_bind flags). */
+enum ibf_rdm_cntr_kind {
+	IBF_RDM_CNTR_SEND,		/* FI_SEND */
+	IBF_RDM_CNTR_RECV,		/* FI_RECV */
+	IBF_RDM_CNTR_READ,		/* FI_READ */
+	IBF_RDM_CNTR_WRITE,		/* FI_WRITE */
+	IBF_RDM_CNTR_REMOTE_READ,	/* FI_REMOTE_READ */
+	IBF_RDM_CNTR_REMOTE_WRITE,	/* FI_REMOTE_WRITE */
+	IBF_RDM_CNTRS
+};
+
 struct ibf_rdm_ep {
 	/* ---- endpoint (ibf_rdm_ep.c) ---- */
 	struct fid_ep ep_fid;
@@ -104,6 +115,8 @@ struct ibf_rdm_ep {
 	int auto_progress;	/* FI_PROGRESS_AUTO: the thread progresses too */
 	int soft_reserved;
 	const struct ibf_rdm_upcalls *up;	/* the layers' way up */
+	/* Counters bound, by what they count (enum ibf_rdm_cntr_kind). */
+	struct ibf_cntr *cntr[IBF_RDM_CNTRS];
 
 	/* ---- connections (ibf_rdm_conn.c, ibf_rdm_cm.c) ---- */
 	uint32_t max_inline;	/* learnt from the first QP */

@@ -47,6 +47,7 @@ struct ibf_rdm_op {
 	struct ibf_rdm_op *next, *prev;
 	int state;		/* enum ibf_rdm_op_state */
 	int tx_state;		/* a send: its state once posted (the protocol's) */
+	int uncounted;		/* a peek: not an operation counters count */
 	int is_bounce;
 	uint8_t *mem;		/* registered: header + eager payload */
 	/* An application receive. */

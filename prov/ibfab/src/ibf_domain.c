@@ -52,13 +52,6 @@ static int ibf_domain_no_scalable_ep(struct fid_domain *domain,
 	return -FI_ENOSYS;
 }
 
-static int ibf_domain_no_cntr(struct fid_domain *domain,
-			      struct fi_cntr_attr *attr, struct fid_cntr **cntr,
-			      void *context)
-{
-	IBF_WARN(FI_LOG_DOMAIN, "counters are not supported yet\n");
-	return -FI_ENOSYS;
-}
 
 static int ibf_domain_no_stx(struct fid_domain *domain, struct fi_tx_attr *attr,
 			     struct fid_stx **stx, void *context)
@@ -98,7 +91,7 @@ static struct fi_ops_domain ibf_domain_ops = {
 	.cq_open = ibf_cq_open,
 	.endpoint = ibf_ep_open,
 	.scalable_ep = ibf_domain_no_scalable_ep,
-	.cntr_open = ibf_domain_no_cntr,
+	.cntr_open = ibf_cntr_open,
 	.poll_open = ibf_poll_open,
 	.stx_ctx = ibf_domain_no_stx,
 	.srx_ctx = ibf_srx_open,

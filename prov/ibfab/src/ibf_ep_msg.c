@@ -189,6 +189,10 @@ static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		}
 		ibf_ref_get(&ep->srx->ref);
 		return 0;
+	case FI_CLASS_CNTR:
+		IBF_WARN(FI_LOG_EP_CTRL, "counters are not supported on "
+			 "FI_EP_MSG endpoints yet (FI_EP_RDM endpoints count)\n");
+		return -FI_ENOSYS;
 	default:
 		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind fid class %zu to an "
 			 "FI_EP_MSG endpoint (CQs, an EQ, a shared receive "

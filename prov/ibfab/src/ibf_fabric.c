@@ -37,9 +37,14 @@ static int ibf_fabric_trywait(struct fid_fabric *fabric, struct fid **fids,
 			ret = ibf_eq_trywait(container_of(fids[i], struct ibf_eq,
 							  eq_fid.fid));
 			break;
+		case FI_CLASS_CNTR:
+			ret = ibf_cntr_trywait(container_of(fids[i], struct ibf_cntr,
+							    cntr_fid.fid));
+			break;
 		default:
 			IBF_WARN(FI_LOG_FABRIC, "fi_trywait on fid class %zu: "
-				 "ibfab waits on CQs and EQs\n", fids[i]->fclass);
+				 "ibfab waits on CQs, EQs and counters\n",
+				 fids[i]->fclass);
 			return -FI_EINVAL;
 		}
 		if (ret)

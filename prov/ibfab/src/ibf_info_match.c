@@ -139,6 +139,8 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 	info->domain_attr->mr_mode = 0;
 	info->domain_attr->cq_data_size = IBF_RDM_CQ_DATA_SIZE;
 	info->domain_attr->max_ep_srx_ctx = 0;
+	/* Counters are the provider's own (FI_EP_MSG has none yet). */
+	info->domain_attr->cntr_cnt = lim->max_cq;
 	return info;
 }
 

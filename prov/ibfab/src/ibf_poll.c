@@ -1,7 +1,9 @@
 /*
- * Poll sets: fi_poll over CQs of a domain.  A poll reads nothing out of
- * the CQs; it progresses each and names those with completions waiting
- * (by the context given to fi_cq_open), for the caller to read.
+ * Poll sets: fi_poll over CQs and counters of a domain.  A poll reads
+ * nothing out of the CQs; it progresses each and names those with
+ * completions waiting (by the context given to fi_cq_open), for the caller
+ * to read; and the counters whose values (or error counts) have changed
+ * since the last poll looked at them.
  */
 #include "config.h"
 
@@ -10,13 +12,42 @@
 
 #include "ibf.h"
 
+/* A member: a CQ, or a counter and what the last poll saw of it. */
+struct ibf_poll_member {
+	struct ibf_cq *cq;
+	struct ibf_cntr *cntr;
+	uint64_t seen, seen_err;
+};
+
 struct ibf_poll {
 	struct fid_poll poll_fid;
 	struct ibf_domain *domain;
 	pthread_mutex_t lock;	/* the member list: fi_poll may race add/del */
-	struct ibf_cq **cqs;
+	struct ibf_poll_member *m;
 	int count, cap;
 };
+
+static struct fid *ibf_poll_fid(const struct ibf_poll_member *m)
+{
+	return m->cq ? &m->cq->cq_fid.fid : &m->cntr->cntr_fid.fid;
+}
+
+static int *ibf_poll_ref(const struct ibf_poll_member *m)
+{
+	return m->cq ? &m->cq->ref : &m->cntr->ref;
+}
+
+/* Has counter member m moved since the last poll?  Progresses it. */
+static int ibf_poll_cntr_moved(struct ibf_poll_member *m)
+{
+	uint64_t v = fi_cntr_read(&m->cntr->cntr_fid);
+	uint64_t e = fi_cntr_readerr(&m->cntr->cntr_fid);
+	int moved = v != m->seen || e != m->seen_err;
+
+	m->seen = v;
+	m->seen_err = e;
+	return moved;
+}
 
 static struct ibf_poll *to_ibf_poll(struct fid_poll *p)
 {
@@ -32,8 +63,9 @@ static int ibf_poll_poll(struct fid_poll *poll_fid, void **context, int count)
 		return -FI_EINVAL;
 	pthread_mutex_lock(&ps->lock);
 	for (i = 0; i < ps->count && n < count; i++)
-		if (ibf_cq_ready(ps->cqs[i]))
-			context[n++] = ps->cqs[i]->cq_fid.fid.context;
+		if (ps->m[i].cq ? ibf_cq_ready(ps->m[i].cq) :
+				  ibf_poll_cntr_moved(&ps->m[i]))
+			context[n++] = ibf_poll_fid(&ps->m[i])->context;
 	pthread_mutex_unlock(&ps->lock);
 	return n;
 }
@@ -42,25 +74,31 @@ static int ibf_poll_add(struct fid_poll *poll_fid, struct fid *fid,
 			uint64_t flags)
 {
 	struct ibf_poll *ps = to_ibf_poll(poll_fid);
-	struct ibf_cq **tmp;
+	struct ibf_poll_member *tmp, add = { 0 };
 
-	if (!fid || fid->fclass != FI_CLASS_CQ) {
+	if (fid && fid->fclass == FI_CLASS_CQ) {
+		add.cq = container_of(fid, struct ibf_cq, cq_fid.fid);
+	} else if (fid && fid->fclass == FI_CLASS_CNTR) {
+		add.cntr = container_of(fid, struct ibf_cntr, cntr_fid.fid);
+		add.seen = fi_cntr_read(&add.cntr->cntr_fid);
+		add.seen_err = fi_cntr_readerr(&add.cntr->cntr_fid);
+	} else {
 		IBF_WARN(FI_LOG_DOMAIN, "fi_poll_add: ibfab's poll sets hold "
-			 "CQs only\n");
+			 "CQs and counters\n");
 		return -FI_EINVAL;
 	}
 	pthread_mutex_lock(&ps->lock);
 	if (ps->count == ps->cap) {
-		tmp = realloc(ps->cqs, (ps->cap * 2 + 4) * sizeof(*tmp));
+		tmp = realloc(ps->m, (ps->cap * 2 + 4) * sizeof(*tmp));
 		if (!tmp) {
 			pthread_mutex_unlock(&ps->lock);
 			return -FI_ENOMEM;
 		}
-		ps->cqs = tmp;
+		ps->m = tmp;
 		ps->cap = ps->cap * 2 + 4;
 	}
-	ps->cqs[ps->count++] = container_of(fid, struct ibf_cq, cq_fid.fid);
-	ibf_ref_get(&ps->cqs[ps->count - 1]->ref);
+	ps->m[ps->count++] = add;
+	ibf_ref_get(ibf_poll_ref(&add));
 	pthread_mutex_unlock(&ps->lock);
 	return 0;
 }
@@ -73,10 +111,10 @@ static int ibf_poll_del(struct fid_poll *poll_fid, struct fid *fid,
 
 	pthread_mutex_lock(&ps->lock);
 	for (i = 0; i < ps->count; i++) {
-		if (&ps->cqs[i]->cq_fid.fid == fid) {
-			ibf_ref_put(&ps->cqs[i]->ref);
-			memmove(&ps->cqs[i], &ps->cqs[i + 1],
-				(ps->count - i - 1) * sizeof(*ps->cqs));
+		if (ibf_poll_fid(&ps->m[i]) == fid) {
+			ibf_ref_put(ibf_poll_ref(&ps->m[i]));
+			memmove(&ps->m[i], &ps->m[i + 1],
+				(ps->count - i - 1) * sizeof(*ps->m));
 			ps->count--;
 			ret = 0;
 			break;
@@ -94,8 +132,8 @@ static int ibf_poll_close(struct fid *fid)
 	int i;
 
 	for (i = 0; i < ps->count; i++)
-		ibf_ref_put(&ps->cqs[i]->ref);
-	free(ps->cqs);
+		ibf_ref_put(ibf_poll_ref(&ps->m[i]));
+	free(ps->m);
 	pthread_mutex_destroy(&ps->lock);
 	ibf_ref_put(&ps->domain->ref);
 	free(ps);

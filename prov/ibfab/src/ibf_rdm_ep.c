@@ -69,6 +69,40 @@ static int ibf_rdm_bind_cq(struct ibf_rdm_ep *ep, struct ibf_cq *cq,
 			   &ep->tx_selective, &ep->rx_selective);
 }
 
+/* fi_ep_bind of a counter: what it counts, from flags. */
+static int ibf_rdm_bind_cntr(struct ibf_rdm_ep *ep, struct ibf_cntr *c,
+			     uint64_t flags)
+{
+	static const uint64_t kind_flag[IBF_RDM_CNTRS] = {
+		[IBF_RDM_CNTR_SEND] = FI_SEND,
+		[IBF_RDM_CNTR_RECV] = FI_RECV,
+		[IBF_RDM_CNTR_READ] = FI_READ,
+		[IBF_RDM_CNTR_WRITE] = FI_WRITE,
+		[IBF_RDM_CNTR_REMOTE_READ] = FI_REMOTE_READ,
+		[IBF_RDM_CNTR_REMOTE_WRITE] = FI_REMOTE_WRITE,
+	};
+	uint64_t all = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+		       FI_REMOTE_WRITE;
+	int k;
+
+	if (c->domain != ep->domain || !flags || (flags & ~all)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a counter binds to an endpoint of its "
+			 "domain with FI_SEND, FI_RECV, FI_READ, FI_WRITE, "
+			 "FI_REMOTE_READ or FI_REMOTE_WRITE (flags 0x%llx)\n",
+			 (unsigned long long)flags);
+		return c->domain != ep->domain ? -FI_EINVAL : -FI_EBADFLAGS;
+	}
+	for (k = 0; k < IBF_RDM_CNTRS; k++) {
+		if (!(flags & kind_flag[k]))
+			continue;
+		if (ep->cntr[k])
+			ibf_ref_put(&ep->cntr[k]->ref);
+		ep->cntr[k] = c;
+		ibf_ref_get(&c->ref);
+	}
+	return 0;
+}
+
 static int ibf_rdm_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
@@ -96,8 +130,8 @@ static int ibf_rdm_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		/* Connections are ibfab's business: nothing is reported. */
 		return 0;
 	case FI_CLASS_CNTR:
-		IBF_WARN(FI_LOG_EP_CTRL, "counters are not supported yet\n");
-		return -FI_ENOSYS;
+		return ibf_rdm_bind_cntr(ep, container_of(bfid, struct ibf_cntr,
+							  cntr_fid.fid), flags);
 	default:
 		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind class %zu to an RDM "
 			 "endpoint\n", bfid->fclass);
@@ -163,6 +197,45 @@ static void ibf_rdm_detach_cqs(struct ibf_rdm_ep *ep)
 	ep->soft_reserved = 0;
 }
 
+/* Does a counter bound to ep sleep (so ep needs a completion channel)? */
+static int ibf_rdm_cntr_waits(const struct ibf_rdm_ep *ep)
+{
+	int k;
+
+	for (k = 0; k < IBF_RDM_CNTRS; k++)
+		if (ep->cntr[k] && ep->cntr[k]->waitable)
+			return 1;
+	return 0;
+}
+
+/* Counters progress us when read, and wake on our channel. */
+static int ibf_rdm_attach_cntrs(struct ibf_rdm_ep *ep)
+{
+	int k, ret;
+
+	for (k = 0; k < IBF_RDM_CNTRS; k++) {
+		if (!ep->cntr[k])
+			continue;
+		ret = ibf_cntr_add_rdm(ep->cntr[k], ep, ibf_rdm_channel_fd(ep));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void ibf_rdm_detach_cntrs(struct ibf_rdm_ep *ep)
+{
+	int k;
+
+	for (k = 0; k < IBF_RDM_CNTRS; k++) {
+		if (!ep->cntr[k])
+			continue;
+		ibf_cntr_del_rdm(ep->cntr[k], ep, ibf_rdm_channel_fd(ep));
+		ibf_ref_put(&ep->cntr[k]->ref);
+		ep->cntr[k] = NULL;
+	}
+}
+
 /*
  * The endpoint's own CQ, which every QP of it completes to, sized so it
  * cannot overflow; with a completion channel if a user CQ can be waited on.
@@ -173,7 +246,7 @@ static int ibf_rdm_hcq_open(struct ibf_rdm_ep *ep)
 	int size = (int)(ibf_rdm_sq_need(ep) + ep->nbounce) + IBF_RDM_DRAINS;
 
 	if (ep->auto_progress || (ep->tx_cq && ep->tx_cq->channel) ||
-	    (ep->rx_cq && ep->rx_cq->channel)) {
+	    (ep->rx_cq && ep->rx_cq->channel) || ibf_rdm_cntr_waits(ep)) {
 		ep->channel_cq = ibv_create_comp_channel(ep->domain->verbs);
 		if (!ep->channel_cq)
 			return ibf_errno_to_fi(errno);
@@ -242,6 +315,9 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	if (ret)
 		return ret;
 	ret = ibf_rdm_attach_cqs(ep);
+	if (ret)
+		return ret;
+	ret = ibf_rdm_attach_cntrs(ep);
 	if (ret)
 		return ret;
 	ret = ibf_rdm_bounces_post(ep);
@@ -338,6 +414,7 @@ static int ibf_rdm_close(struct fid *fid)
 	if (ep->soft_reserved)
 		ibf_rdm_drain(ep);
 	ibf_rdm_detach_cqs(ep);
+	ibf_rdm_detach_cntrs(ep);
 	ibf_rdm_cm_destroy(ep);	/* QPs and ids */
 	ibf_rdm_hcq_close(ep);
 	if (ep->srq)

@@ -149,6 +149,7 @@ static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *m
 		return ret ? ret : -FI_EAGAIN;
 	}
 	r->op.user_comp = 1;
+	r->uncounted = 1;	/* a peek moves no data */
 	b = ibf_rdm_unexp_find(ep, r);
 	if (!b) {
 		ibf_rdm_complete(r, -FI_ENOMSG);

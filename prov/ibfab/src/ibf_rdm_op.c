@@ -188,10 +188,24 @@ static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)
 }
 
 /* err: 0 or -FI_E*; the CQ reports it positive, as fi_cq_readerr does. */
-void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
+/* The counter op's completion adds to, if one is bound. */
+static struct ibf_cntr *ibf_rdm_op_cntr(struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_ep *ep = op->ep;
 
+	if (ibf_rdm_is_tx(op))
+		return ep->cntr[IBF_RDM_CNTR_SEND];
+	return op->uncounted ? NULL : ep->cntr[IBF_RDM_CNTR_RECV];
+}
+
+void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
+{
+	struct ibf_rdm_ep *ep = op->ep;
+	struct ibf_cntr *cntr = ibf_rdm_op_cntr(op);
+
+	/* Counted whether or not a completion is written (fi_cntr(3)). */
+	if (unlikely(cntr != NULL))
+		ibf_cntr_count(cntr, err);
 	ibf_rdm_unregister(op);
 	if (err && !op->op.context && !op->op.user_comp) {
 		/* An inject: it has no context to report an error with. */

@@ -67,6 +67,7 @@ struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 	r->multi = !!(flags & FI_MULTI_RECV);
 	r->mr_off = 0;
 	r->nmr = 0;
+	r->uncounted = 0;
 	r->state = IBF_RDM_RX_POSTED;
 	return r;
 }

@@ -104,9 +104,11 @@ int ibf_waitfd_open(struct ibf_waitfd *w, int source_fd)
 	w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (w->event_fd < 0 || w->epoll_fd < 0)
 		goto err;
-	if ((ret = ibf_fd_set_nonblock(source_fd)))
+	/* source_fd -1: none yet (ibf_waitfd_watch adds them). */
+	if (source_fd >= 0 && (ret = ibf_fd_set_nonblock(source_fd)))
 		goto err;
-	if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, source_fd, &ev) ||
+	if ((source_fd >= 0 &&
+	     epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, source_fd, &ev)) ||
 	    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->event_fd, &ev))
 		goto err;
 	return 0;

@@ -1,0 +1,223 @@
+/*
+ * ibft_rdm_cntr: counters on RDM endpoints (fi_cntr(3)).
+ *
+ * A sends to B; A's send counter and B's receive counter count what
+ * completes, whether or not a CQ entry is written (injects, selective
+ * completion); failures count as errors; fi_cntr_add/set/adderr/seterr;
+ * fi_cntr_wait returns at the threshold, times out, and sleeps until a
+ * message arrives; a counter's fd (FI_WAIT_FD) wakes poll(2) after
+ * fi_trywait; a poll set names a counter that moved.
+ *
+ *   ibft_rdm_cntr -p PROV -s ADDR_A [-d ADDR_B]
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibft.h"
+#include "ibft_rdm_node.h"
+
+#define EAGER 64
+#define BIG (256 * 1024)	/* above any eager size: rendezvous */
+
+static struct fid_cntr *cntr_open(struct node *n, enum fi_wait_obj wait)
+{
+	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP,
+				     .wait_obj = wait };
+	struct fid_cntr *c = NULL;
+	int ret = fi_cntr_open(n->domain, &attr, &c, &n->ring);
+
+	IBFT_CHECK(!ret, "cntr-open", "fi_cntr_open(wait %d): %s", wait,
+		   fi_strerror(-ret));
+	return ret ? NULL : c;
+}
+
+/* n's endpoint again, with counters bound (before fi_enable) and its
+ * send CQ selective. */
+static int rebind(struct node *n, struct fid_cntr *tx, struct fid_cntr *rx)
+{
+	int ret;
+
+	fi_close(&n->ep->fid);
+	n->ep = NULL;
+	ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV |
+				 FI_SELECTIVE_COMPLETION);
+	if (!ret && tx)
+		ret = fi_ep_bind(n->ep, &tx->fid, FI_SEND);
+	if (!ret && rx)
+		ret = fi_ep_bind(n->ep, &rx->fid, FI_RECV);
+	if (!ret)
+		ret = fi_enable(n->ep);
+	n->namelen = sizeof(n->name);
+	if (!ret)
+		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
+	return IBFT_CHECK(!ret, "cntr-bind", "binding counters: %s",
+			  fi_strerror(-ret)) ? 0 : -1;
+}
+
+static void check_bad_open(struct node *n)
+{
+	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP + 7 };
+	struct fid_cntr *c = NULL;
+	int ret;
+
+	if (ibft_deviates("verbs;ofi_rxm", "cntr-open-bad-events", "rxm opens "
+			  "a counter of any events value"))
+		return;
+	ret = fi_cntr_open(n->domain, &attr, &c, NULL);
+	IBFT_CHECK(ret < 0, "cntr-open-bad-events", "fi_cntr_open with events "
+		   "%d returned %d", attr.events, ret);
+	if (!ret)
+		fi_close(&c->fid);
+}
+
+/* fi_cntr_add/set/adderr/seterr on a counter bound to nothing. */
+static void check_arithmetic(struct node *n)
+{
+	struct fid_cntr *c = cntr_open(n, FI_WAIT_NONE);
+	int ok;
+
+	if (!c)
+		return;
+	ok = !fi_cntr_set(c, 10) && !fi_cntr_add(c, 5) && fi_cntr_read(c) == 15 &&
+	     !fi_cntr_adderr(c, 2) && !fi_cntr_adderr(c, 1) &&
+	     fi_cntr_readerr(c) == 3 && !fi_cntr_seterr(c, 0) &&
+	     fi_cntr_readerr(c) == 0;
+	IBFT_CHECK(ok, "cntr-arithmetic", "set/add/adderr/seterr on an unbound "
+		   "counter");
+	fi_close(&c->fid);
+}
+
+int main(int argc, char **argv)
+{
+	uint8_t *s = xbuf(BIG), *r = xbuf(BIG), small[8];
+	struct fid_cntr *tx = NULL, *rx = NULL;
+	struct fid_poll *ps = NULL;
+	struct fi_poll_attr pattr = { 0 };
+	struct node *ns[2];
+	struct pollfd pfd;
+	struct fid *fids[1];
+	void *ctx[4];
+	long t0;
+	int ok, fd = -1, i, n;
+
+	ibft_parse(argc, argv, "A's address (-s), B's (-d, or A's)");
+	ns[0] = node_open(0, FI_MSG, 0);
+	ns[1] = node_open(1, FI_MSG, 0);
+	if (!ns[0] || !ns[1])
+		goto out;
+	check_bad_open(ns[0]);
+	check_arithmetic(ns[0]);
+	tx = cntr_open(ns[0], FI_WAIT_UNSPEC);
+	rx = cntr_open(ns[1], FI_WAIT_FD);
+	if (!tx || !rx || rebind(ns[0], tx, NULL) || rebind(ns[1], NULL, rx) ||
+	    insert_all(ns, 2))
+		goto out;
+
+	/* Counted: eager sends, a rendezvous send, an inject; none writes a
+	 * CQ entry (selective), all complete. */
+	for (i = 0; i < 5; i++)
+		fi_recv(ns[1]->ep, r + i * EAGER, i == 3 ? BIG : EAGER, NULL,
+			FI_ADDR_UNSPEC, NULL);
+	ok = !POST(fi_send(ns[0]->ep, s, EAGER, NULL, ns[0]->peer[1], NULL)) &&
+	     !POST(fi_send(ns[0]->ep, s, EAGER, NULL, ns[0]->peer[1], NULL)) &&
+	     !POST(fi_send(ns[0]->ep, s, EAGER, NULL, ns[0]->peer[1], NULL)) &&
+	     !POST(fi_send(ns[0]->ep, s, BIG, NULL, ns[0]->peer[1], NULL)) &&
+	     !POST(fi_inject(ns[0]->ep, s, 8, ns[0]->peer[1]));
+	/* Both read every turn: each progresses its side of the rendezvous. */
+	for (t0 = now_ms(); ok && now_ms() - t0 < WAIT_MS &&
+	     (fi_cntr_read(tx) < 5) + (fi_cntr_read(rx) < 5);)
+		;
+	IBFT_CHECK(ok && fi_cntr_read(tx) == 5 && fi_cntr_read(rx) == 5 &&
+		   !fi_cntr_readerr(tx) && !fi_cntr_readerr(rx),
+		   "cntr-counts-completions", "send counter %llu, receive "
+		   "counter %llu (5 each), errors %llu/%llu",
+		   (unsigned long long)fi_cntr_read(tx),
+		   (unsigned long long)fi_cntr_read(rx),
+		   (unsigned long long)fi_cntr_readerr(tx),
+		   (unsigned long long)fi_cntr_readerr(rx));
+
+	/* A receive too small: an error, not a completion. */
+	fi_recv(ns[1]->ep, small, sizeof(small), NULL, FI_ADDR_UNSPEC, small);
+	ok = !POST(fi_send(ns[0]->ep, s, EAGER, NULL, ns[0]->peer[1], NULL));
+	for (t0 = now_ms(); ok && now_ms() - t0 < WAIT_MS && !fi_cntr_readerr(rx);)
+		poll_all();	/* the error entry is written: take it */
+	IBFT_CHECK(ok && fi_cntr_readerr(rx) == 1 && fi_cntr_read(rx) == 5,
+		   "cntr-counts-errors", "after a truncated receive: %llu "
+		   "completions, %llu errors (5, 1)",
+		   (unsigned long long)fi_cntr_read(rx),
+		   (unsigned long long)fi_cntr_readerr(rx));
+	fi_cntr_seterr(rx, 0);
+
+	/* fi_cntr_wait: a timeout, then a sleep a message ends. */
+	t0 = now_ms();
+	ok = fi_cntr_wait(rx, 6, 300) == -FI_ETIMEDOUT && now_ms() - t0 >= 250;
+	IBFT_CHECK(ok, "cntr-wait-times-out", "fi_cntr_wait did not time out "
+		   "after 300 ms (%ld ms)", now_ms() - t0);
+	fi_recv(ns[1]->ep, r, EAGER, NULL, FI_ADDR_UNSPEC, NULL);
+	ok = !POST(fi_send(ns[0]->ep, s, EAGER, NULL, ns[0]->peer[1], NULL)) &&
+	     !fi_cntr_wait(rx, 6, WAIT_MS) && fi_cntr_read(rx) == 6;
+	IBFT_CHECK(ok, "cntr-wait-wakes", "fi_cntr_wait did not return once a "
+		   "message came (counter %llu)",
+		   (unsigned long long)fi_cntr_read(rx));
+	ok = !fi_cntr_wait(tx, 6, WAIT_MS);
+	IBFT_CHECK(ok, "cntr-wait-send", "the send counter did not reach 6");
+
+	/* FI_WAIT_FD: poll(2) on the fd after fi_trywait.  Measured: rxm's
+	 * fd never wakes (nothing progresses it while the caller sleeps). */
+	if (ibft_deviates("verbs;ofi_rxm", "cntr-wait-fd", "rxm's counter fd "
+			  "is raised by its own progress only, which nothing "
+			  "runs while the application sleeps on the fd"))
+		goto poll_set;
+	ok = !fi_control(&rx->fid, FI_GETWAIT, &fd) && fd >= 0;
+	fi_recv(ns[1]->ep, r, EAGER, NULL, FI_ADDR_UNSPEC, NULL);
+	fids[0] = &rx->fid;
+	for (i = 0; ok && i < 100 && fi_trywait(ns[1]->fabric, fids, 1); i++)
+		fi_cntr_read(rx);
+	ok = ok && i < 100 &&
+	     !POST(fi_send(ns[0]->ep, s, EAGER, NULL, ns[0]->peer[1], NULL));
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	ok = ok && poll(&pfd, 1, WAIT_MS) == 1;
+	for (t0 = now_ms(); ok && now_ms() - t0 < WAIT_MS && fi_cntr_read(rx) < 7;)
+		;
+	IBFT_CHECK(ok && fi_cntr_read(rx) == 7, "cntr-wait-fd", "the counter's "
+		   "fd did not wake poll(2) for a message (counter %llu)",
+		   (unsigned long long)fi_cntr_read(rx));
+
+	/* A poll set names the counter that moved (and not again until it
+	 * moves again; the first poll may report where it stood). */
+poll_set:
+	ok = !fi_poll_open(ns[1]->domain, &pattr, &ps) &&
+	     !fi_poll_add(ps, &rx->fid, 0) && fi_poll(ps, ctx, 4) >= 0 &&
+	     fi_poll(ps, ctx, 4) == 0;
+	fi_recv(ns[1]->ep, r, EAGER, NULL, FI_ADDR_UNSPEC, NULL);
+	ok = ok && !POST(fi_send(ns[0]->ep, s, EAGER, NULL, ns[0]->peer[1], NULL));
+	for (n = 0, t0 = now_ms(); ok && !n && now_ms() - t0 < WAIT_MS;)
+		n = fi_poll(ps, ctx, 4);
+	IBFT_CHECK(ok && n == 1 && ctx[0] == &ns[1]->ring && fi_poll(ps, ctx, 4) == 0,
+		   "cntr-poll-set", "fi_poll on a counter that moved returned %d", n);
+out:
+	if (ps) {
+		if (rx)
+			fi_poll_del(ps, &rx->fid, 0);
+		fi_close(&ps->fid);
+	}
+	/* Endpoints first, then the counters, then the rest. */
+	for (i = 0; i < nnodes; i++) {
+		if (nodes[i]->ep)
+			fi_close(&nodes[i]->ep->fid);
+		nodes[i]->ep = NULL;
+	}
+	IBFT_CHECK((!tx || !fi_close(&tx->fid)) && (!rx || !fi_close(&rx->fid)),
+		   "cntr-close", "a counter whose endpoints are closed did not "
+		   "close");
+	close_all();
+	free(s);
+	free(r);
+	return ibft_finish();
+}

@@ -1,0 +1,318 @@
+/*
+ * Counters (fi_cntr): a count of completed operations and one of failed
+ * ones, bound to endpoints for some of their operations.
+ *
+ * An endpoint adds to its counters where it completes an operation
+ * (ibf_cntr_count), whether or not a CQ entry is written (selective
+ * completion, injects).  Progress is the application's: reading or waiting
+ * on a counter progresses the endpoints bound to it, as reading a CQ does.
+ * A counter opened with FI_WAIT_UNSPEC or FI_WAIT_FD sleeps in fi_cntr_wait
+ * (and hands out, through FI_GETWAIT, an fd for poll/epoll after
+ * fi_trywait) on the completion channels of its endpoints and on an
+ * eventfd that fi_cntr_add and its kin raise.
+ *
+ * RDM endpoints only for now; binding one to an FI_EP_MSG endpoint is
+ * refused with -FI_ENOSYS.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibf_rdm.h"
+
+static struct ibf_cntr *to_ibf_cntr(struct fid_cntr *c)
+{
+	return container_of(c, struct ibf_cntr, cntr_fid);
+}
+
+/* Progress every endpoint bound to c. */
+static void ibf_cntr_progress(struct ibf_cntr *c)
+{
+	int i;
+
+	ibf_lock_acquire(&c->lock);
+	for (i = 0; i < c->nrdm; i++)
+		ibf_rdm_progress(c->rdm[i]);
+	ibf_lock_release(&c->lock);
+}
+
+/* Someone may sleep on the counter: wake them. */
+static void ibf_cntr_wake(struct ibf_cntr *c)
+{
+	if (c->waitable && __atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST))
+		ibf_waitfd_raise(&c->wait);
+}
+
+void ibf_cntr_count(struct ibf_cntr *c, int err)
+{
+	if (unlikely(err))
+		__atomic_add_fetch(&c->err, 1, __ATOMIC_RELEASE);
+	else
+		__atomic_add_fetch(&c->value, 1, __ATOMIC_RELEASE);
+	if (unlikely(__atomic_load_n(&c->waiting, __ATOMIC_RELAXED)))
+		ibf_cntr_wake(c);
+}
+
+/* A read after fi_trywait: the fd goes quiet until the next trywait. */
+static void ibf_cntr_unwait(struct ibf_cntr *c)
+{
+	if (unlikely(__atomic_load_n(&c->waiting, __ATOMIC_RELAXED))) {
+		__atomic_store_n(&c->waiting, 0, __ATOMIC_SEQ_CST);
+		ibf_waitfd_lower(&c->wait);
+	}
+}
+
+static uint64_t ibf_cntr_read(struct fid_cntr *cntr)
+{
+	struct ibf_cntr *c = to_ibf_cntr(cntr);
+
+	ibf_cntr_unwait(c);
+	ibf_cntr_progress(c);
+	return __atomic_load_n(&c->value, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t ibf_cntr_readerr(struct fid_cntr *cntr)
+{
+	struct ibf_cntr *c = to_ibf_cntr(cntr);
+
+	ibf_cntr_unwait(c);
+	ibf_cntr_progress(c);
+	return __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
+}
+
+static int ibf_cntr_add(struct fid_cntr *cntr, uint64_t value)
+{
+	struct ibf_cntr *c = to_ibf_cntr(cntr);
+
+	__atomic_add_fetch(&c->value, value, __ATOMIC_RELEASE);
+	ibf_cntr_wake(c);
+	return 0;
+}
+
+static int ibf_cntr_set(struct fid_cntr *cntr, uint64_t value)
+{
+	struct ibf_cntr *c = to_ibf_cntr(cntr);
+
+	__atomic_store_n(&c->value, value, __ATOMIC_RELEASE);
+	ibf_cntr_wake(c);
+	return 0;
+}
+
+static int ibf_cntr_adderr(struct fid_cntr *cntr, uint64_t value)
+{
+	struct ibf_cntr *c = to_ibf_cntr(cntr);
+
+	__atomic_add_fetch(&c->err, value, __ATOMIC_RELEASE);
+	ibf_cntr_wake(c);
+	return 0;
+}
+
+static int ibf_cntr_seterr(struct fid_cntr *cntr, uint64_t value)
+{
+	struct ibf_cntr *c = to_ibf_cntr(cntr);
+
+	__atomic_store_n(&c->err, value, __ATOMIC_RELEASE);
+	ibf_cntr_wake(c);
+	return 0;
+}
+
+/*
+ * 0 when every endpoint is armed with nothing to progress, so a sleep on
+ * the wait fd misses nothing; -FI_EAGAIN when there is work (progress
+ * and look again).  Sets "waiting": changes from here on raise the fd.
+ */
+int ibf_cntr_trywait(struct ibf_cntr *c)
+{
+	int ret = 0, i;
+
+	if (!c->waitable)
+		return -FI_EINVAL;
+	__atomic_store_n(&c->waiting, 1, __ATOMIC_SEQ_CST);
+	ibf_lock_acquire(&c->lock);
+	for (i = 0; !ret && i < c->nrdm; i++)
+		ret = ibf_rdm_trywait(c->rdm[i]);
+	ibf_lock_release(&c->lock);
+	return ret;
+}
+
+/*
+ * Until the count reaches threshold (0), an operation fails
+ * (-FI_EAVAIL), or timeout ms pass (-FI_ETIMEDOUT; -1: no limit).  A
+ * counter without a wait object polls.
+ */
+static int ibf_cntr_wait(struct fid_cntr *cntr, uint64_t threshold, int timeout)
+{
+	struct ibf_cntr *c = to_ibf_cntr(cntr);
+	uint64_t errs = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
+	struct timespec deadline;
+	int ret;
+
+	ibf_deadline(&deadline, timeout);
+	for (;;) {
+		if (ibf_cntr_read(cntr) >= threshold)
+			return 0;
+		if (__atomic_load_n(&c->err, __ATOMIC_ACQUIRE) != errs)
+			return -FI_EAVAIL;
+		if (timeout >= 0 && !ibf_ms_left(&deadline))
+			return -FI_ETIMEDOUT;
+		if (!c->waitable)
+			continue;
+		ret = ibf_cntr_trywait(c);
+		if (ret == -FI_EAGAIN)
+			continue;
+		if (!ret && __atomic_load_n(&c->value, __ATOMIC_ACQUIRE) < threshold)
+			ret = ibf_waitfd_wait(&c->wait, timeout >= 0 ?
+					      ibf_ms_left(&deadline) : -1);
+		if (ret < 0)
+			return ret;	/* the next read lowers the fd */
+	}
+}
+
+static struct fi_ops_cntr ibf_cntr_ops = {
+	.size = sizeof(struct fi_ops_cntr),
+	.read = ibf_cntr_read,
+	.readerr = ibf_cntr_readerr,
+	.add = ibf_cntr_add,
+	.set = ibf_cntr_set,
+	.wait = ibf_cntr_wait,
+	.adderr = ibf_cntr_adderr,
+	.seterr = ibf_cntr_seterr,
+};
+
+int ibf_cntr_add_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd)
+{
+	struct ibf_rdm_ep **tmp;
+	int ret = 0, i;
+
+	ibf_lock_acquire(&c->lock);
+	for (i = 0; i < c->nrdm && c->rdm[i] != ep; i++)
+		;
+	if (i < c->nrdm) {
+		ibf_lock_release(&c->lock);
+		return 0;	/* bound for another direction already */
+	}
+	tmp = realloc(c->rdm, (c->nrdm + 1) * sizeof(*tmp));
+	if (tmp) {
+		c->rdm = tmp;
+		c->rdm[c->nrdm++] = ep;
+	}
+	ibf_lock_release(&c->lock);
+	if (!tmp)
+		return -FI_ENOMEM;
+	if (c->waitable && fd >= 0 && (ret = ibf_waitfd_watch(&c->wait, fd)))
+		ibf_cntr_del_rdm(c, ep, -1);
+	return ret;
+}
+
+void ibf_cntr_del_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd)
+{
+	int i;
+
+	ibf_lock_acquire(&c->lock);
+	for (i = 0; i < c->nrdm; i++) {
+		if (c->rdm[i] == ep) {
+			c->rdm[i] = c->rdm[--c->nrdm];
+			if (c->waitable && fd >= 0)
+				ibf_waitfd_unwatch(&c->wait, fd);
+			break;
+		}
+	}
+	ibf_lock_release(&c->lock);
+}
+
+static int ibf_cntr_close(struct fid *fid)
+{
+	struct ibf_cntr *c = container_of(fid, struct ibf_cntr, cntr_fid.fid);
+
+	if (ibf_ref_read(&c->ref)) {
+		IBF_WARN(FI_LOG_CQ, "counter still bound to %d endpoint(s): "
+			 "close them first\n", ibf_ref_read(&c->ref));
+		return -FI_EBUSY;
+	}
+	if (c->waitable)
+		ibf_waitfd_close(&c->wait);
+	free(c->rdm);
+	ibf_lock_fini(&c->lock);
+	ibf_ref_put(&c->domain->ref);
+	free(c);
+	return 0;
+}
+
+static int ibf_cntr_control(struct fid *fid, int command, void *arg)
+{
+	struct ibf_cntr *c = container_of(fid, struct ibf_cntr, cntr_fid.fid);
+
+	switch (command) {
+	case FI_GETWAIT:
+		if (!c->waitable || !arg)
+			return -FI_EINVAL;
+		*(int *)arg = c->wait.epoll_fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = c->waitable ? FI_WAIT_FD : FI_WAIT_NONE;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_ops ibf_cntr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = ibf_cntr_close,
+	.bind = ibf_no_bind,
+	.control = ibf_cntr_control,
+	.ops_open = ibf_no_ops_open,
+	.tostr = ibf_no_tostr,
+	.ops_set = ibf_no_ops_set,
+};
+
+int ibf_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+		  struct fid_cntr **cntr, void *context)
+{
+	struct ibf_domain *dom = container_of(domain, struct ibf_domain, domain_fid);
+	enum fi_wait_obj wait = attr ? attr->wait_obj : FI_WAIT_NONE;
+	struct ibf_cntr *c;
+	int ret;
+
+	if (!cntr)
+		return -FI_EINVAL;
+	if (attr && attr->events != FI_CNTR_EVENTS_COMP) {
+		IBF_WARN(FI_LOG_CQ, "counters count completions only "
+			 "(FI_CNTR_EVENTS_COMP)\n");
+		return -FI_ENOSYS;
+	}
+	if (wait != FI_WAIT_NONE && wait != FI_WAIT_UNSPEC && wait != FI_WAIT_FD) {
+		IBF_WARN(FI_LOG_CQ, "counter wait object %d: FI_WAIT_NONE, "
+			 "FI_WAIT_UNSPEC and FI_WAIT_FD are supported\n", wait);
+		return -FI_ENOSYS;
+	}
+	if (attr && attr->flags) {
+		IBF_WARN(FI_LOG_CQ, "counter flags 0x%llx: none is supported\n",
+			 (unsigned long long)attr->flags);
+		return -FI_EBADFLAGS;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -FI_ENOMEM;
+	c->cntr_fid.fid.fclass = FI_CLASS_CNTR;
+	c->cntr_fid.fid.context = context;
+	c->cntr_fid.fid.ops = &ibf_cntr_fi_ops;
+	c->cntr_fid.ops = &ibf_cntr_ops;
+	c->domain = dom;
+	ibf_lock_init(&c->lock, 1);
+	c->waitable = wait != FI_WAIT_NONE;
+	if (c->waitable) {
+		ret = ibf_waitfd_open(&c->wait, -1);
+		if (ret) {
+			ibf_lock_fini(&c->lock);
+			free(c);
+			return ret;
+		}
+	}
+	ibf_ref_get(&dom->ref);
+	*cntr = &c->cntr_fid;
+	return 0;
+}
