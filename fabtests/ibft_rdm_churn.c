@@ -75,27 +75,6 @@ static void measure(struct usage *u)
 	u->heap = (long)mi.uordblks;
 }
 
-/* A new endpoint for node n on its domain, AV and CQ. */
-static int ep_reopen(struct node *n)
-{
-	int ret;
-
-	if (n->ep)
-		fi_close(&n->ep->fid);
-	n->ep = NULL;
-	ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (!ret)
-		ret = fi_enable(n->ep);
-	n->namelen = sizeof(n->name);
-	if (!ret)
-		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
-	return ret;
-}
-
 /* Wait for n's completion of ctx; 0, or -1 on error or timeout. */
 static int wait_for(struct node *n, void *ctx)
 {
@@ -114,7 +93,7 @@ static int cycle(struct node *s, struct node *c, fi_addr_t s_in_c, int late)
 	uint8_t ping[16] = "ping", pong[16] = "pong", in_s[16], in_c[16];
 	fi_addr_t c_in_s = FI_ADDR_NOTAVAIL;
 
-	if (ep_reopen(c) ||
+	if (node_ep_open(c, 0, NULL, NULL) ||
 	    fi_recv(s->ep, in_s, sizeof(in_s), NULL, FI_ADDR_UNSPEC, in_s) ||
 	    fi_recv(c->ep, in_c, sizeof(in_c), NULL, FI_ADDR_UNSPEC, in_c) ||
 	    POST(fi_send(c->ep, ping, sizeof(ping), NULL, s_in_c, ping)) ||

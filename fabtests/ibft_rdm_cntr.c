@@ -36,25 +36,8 @@ static struct fid_cntr *cntr_open(struct node *n, enum fi_wait_obj wait)
  * send CQ selective. */
 static int rebind(struct node *n, struct fid_cntr *tx, struct fid_cntr *rx)
 {
-	int ret;
+	int ret = node_ep_open(n, FI_SELECTIVE_COMPLETION, tx, rx);
 
-	fi_close(&n->ep->fid);
-	n->ep = NULL;
-	ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV |
-				 FI_SELECTIVE_COMPLETION);
-	if (!ret && tx)
-		ret = fi_ep_bind(n->ep, &tx->fid, FI_SEND);
-	if (!ret && rx)
-		ret = fi_ep_bind(n->ep, &rx->fid, FI_RECV);
-	if (!ret)
-		ret = fi_enable(n->ep);
-	n->namelen = sizeof(n->name);
-	if (!ret)
-		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
 	return IBFT_CHECK(!ret, "cntr-bind", "binding counters: %s",
 			  fi_strerror(-ret)) ? 0 : -1;
 }

@@ -36,6 +36,31 @@ static const char *node_addr(int i)
 }
 
 /* Open an endpoint on the i-th address; NULL (and a failed check) if not. */
+int node_ep_open(struct node *n, uint64_t cq_flags, struct fid_cntr *tx,
+		 struct fid_cntr *rx)
+{
+	int ret;
+
+	if (n->ep)
+		fi_close(&n->ep->fid);
+	n->ep = NULL;
+	ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV | cq_flags);
+	if (!ret && tx)
+		ret = fi_ep_bind(n->ep, &tx->fid, FI_SEND);
+	if (!ret && rx)
+		ret = fi_ep_bind(n->ep, &rx->fid, FI_RECV);
+	if (!ret)
+		ret = fi_enable(n->ep);
+	n->namelen = sizeof(n->name);
+	if (!ret)
+		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
+	return ret;
+}
+
 struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 {
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED,
@@ -69,21 +94,12 @@ struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 		ret = fi_cq_open(n->domain, &cq_attr, &n->cq, n);	/* fi_poll names it */
 	t[2] = now_ms();
 	if (!ret)
-		ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV | cq_flags);
-	if (!ret)
-		ret = fi_enable(n->ep);
+		ret = node_ep_open(n, cq_flags, NULL, NULL);
 	t[3] = now_ms();
 	if (!ret && !nnodes)
 		printf("# open: fi_getinfo %ld ms, fabric/domain/av/cq %ld ms, "
-		       "fi_endpoint to fi_enable %ld ms\n", t[1] - t[0],
-		       t[2] - t[1], t[3] - t[2]);
-	n->namelen = sizeof(n->name);
-	if (!ret)
-		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
+		       "fi_endpoint to fi_enable (and fi_getname) %ld ms\n",
+		       t[1] - t[0], t[2] - t[1], t[3] - t[2]);
 	if (ret) {
 		IBFT_CHECK(0, "rdm-open", "opening an endpoint on %s: %s",
 			   node_addr(i), fi_strerror(-ret));

@@ -54,6 +54,11 @@ struct fi_info *rdm_hints(uint64_t caps);
 /* An endpoint on the i-th address (-s, -d, -s, ...); NULL and a failed
  * check if it cannot be opened. */
 struct node *node_open(int i, uint64_t caps, uint64_t cq_flags);
+/* n's endpoint (closing the one it has) on its domain, AV and CQ (bound
+ * with FI_TRANSMIT | FI_RECV | cq_flags), with counters tx (FI_SEND) and
+ * rx (FI_RECV) if not NULL; enabled, its name in n->name.  0 or -FI_E*. */
+int node_ep_open(struct node *n, uint64_t cq_flags, struct fid_cntr *tx,
+		 struct fid_cntr *rx);
 void node_close(struct node *n);
 void close_all(void);
 /* Every node inserts every node's name, in the same order. */
