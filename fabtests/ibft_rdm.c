@@ -680,6 +680,84 @@ out:
 }
 
 /*
+ * More messages arrive than the receiver has eager buffers (FI_IBFAB_RX_SIZE,
+ * 384) before it posts a receive for any of them, and the one it waits for
+ * comes last: it must get in (MPI's one-sided over two-sided waits like
+ * this), then every earlier message be delivered intact, in order per tag.
+ */
+static void test_unexpected_backlog(void)
+{
+	enum { N = 1200, SMALL = 1000, NBIG = 16, BIG = 20000 };
+	struct node *ns[2];
+	struct comp c;
+	uint8_t *sbuf = xbuf(BIG), *big[NBIG], *rbig[NBIG];
+	uint8_t *rbuf = xbuf((size_t)N * SMALL);
+	uint8_t go = 7, rgo = 0;
+	int i, ok = 1, got = 0, sent = 0;
+
+	for (i = 0; i < NBIG; i++) {
+		big[i] = xbuf(BIG);
+		rbig[i] = xbuf(BIG);
+	}
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	for (i = 1; ok && i <= N; i++) {
+		ibft_fill(sbuf, SMALL, i);
+		ok = !POST(fi_tinject(ns[1]->ep, sbuf, SMALL, ns[1]->peer[0], i));
+	}
+	for (i = 0; ok && i < NBIG; i++) {
+		ibft_fill(big[i], BIG, N + 1 + i);
+		ok = !POST(fi_tsend(ns[1]->ep, big[i], BIG, NULL, ns[1]->peer[0],
+				    N + 1 + i, big[i]));
+	}
+	ok = ok && !POST(fi_tsend(ns[1]->ep, &go, 1, NULL, ns[1]->peer[0], 0, &go));
+	IBFT_CHECK(ok, "rdm-unexp-backlog-send", "%d messages no receive was "
+		   "posted for, then one: a send was refused or never left", N + NBIG);
+	ok = ok && !POST(fi_trecv(ns[0]->ep, &rgo, 1, NULL, FI_ADDR_UNSPEC, 0, 0, &rgo));
+	while (ok) {
+		ok = !wait_comp(ns[0], &c, WAIT_MS) && !c.err;
+		if (ok && c.e.op_context == &rgo)
+			break;
+	}
+	IBFT_CHECK(ok && rgo == go, "rdm-unexp-backlog-last", "the message "
+		   "waited for, sent after %d that no receive was posted for, "
+		   "did not arrive", N + NBIG);
+	for (i = 0; ok && i < N + NBIG; i++) {
+		uint8_t *at = i < N ? rbuf + (size_t)i * SMALL : rbig[i - N];
+
+		ok = !POST(fi_trecv(ns[0]->ep, at, i < N ? SMALL : BIG, NULL,
+				    FI_ADDR_UNSPEC, i + 1, 0, at));
+	}
+	while (ok && got < N + NBIG) {
+		ok = !wait_comp(ns[0], &c, WAIT_MS) && !c.err;
+		if (!ok)
+			break;
+		i = (int)c.e.tag - 1;
+		ok = i >= 0 && i < N + NBIG &&
+		     c.e.len == (size_t)(i < N ? SMALL : BIG) &&
+		     ibft_verify(c.e.op_context, c.e.len, i + 1);
+		got++;
+	}
+	while (ok && sent < NBIG + 1) {	/* the sender's own completions */
+		ok = !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+		sent += ok;
+	}
+	IBFT_CHECK(ok, "rdm-unexp-backlog", "%d of %d held messages delivered "
+		   "intact, %d of %d sends completed", got, N + NBIG, sent,
+		   NBIG + 1);
+out:
+	close_all();
+	for (i = 0; i < NBIG; i++) {
+		free(big[i]);
+		free(rbig[i]);
+	}
+	free(sbuf);
+	free(rbuf);
+}
+
+/*
  * fi_cq_sread on an RDM endpoint's CQ (FI_WAIT_FD) sleeps until a message
  * arrives and wakes for each step of a rendezvous it must drive itself.
  */
@@ -1170,7 +1248,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|trunc|cqdata|many|sread|burst|sharedav|poll|multirecv|auto|threads|simul|deadpeer|linkdown)");
+		   "directed|peek|cancel|trunc|cqdata|many|sread|burst|backlog|sharedav|poll|multirecv|auto|threads|simul|deadpeer|linkdown)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -1216,6 +1294,8 @@ int main(int argc, char **argv)
 		test_sread();
 	if (RUN("burst"))
 		test_burst();
+	if (RUN("backlog"))
+		test_unexpected_backlog();
 	if (RUN("sharedav"))
 		test_shared_av();
 	if (RUN("poll"))

@@ -67,6 +67,7 @@ struct ibf_params {
 	size_t eager_size;	/* RDM rendezvous threshold; tagged mode's limit */
 	size_t rdm_qp_depth;	/* send queue of each RDM queue pair */
 	size_t rdm_connect_ms;	/* RDM: how long a refused peer is retried */
+	size_t rdm_unexp_max;	/* RDM: extra eager buffers for a backlog */
 };
 extern struct ibf_params ibf_params;
 void ibf_params_define(void);

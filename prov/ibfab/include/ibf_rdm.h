@@ -162,6 +162,12 @@ struct ibf_rdm_ep {
 	size_t slot;		/* header + eager payload */
 	struct ibf_rdm_op *tx_free, *rx_free;
 	uint64_t dropped;	/* arrivals that did not fit: never acted on */
+	/* Bounces: nbounce in the SRQ; spares replace those holding messages. */
+	uint32_t srq_posted;
+	struct ibf_rdm_op *spare;
+	struct ibf_rdm_chunk *chunks;	/* the extra bounces, allocated */
+	uint32_t nextra, extra_max;	/* FI_IBFAB_RDM_UNEXP_MAX */
+	int hcq_need;		/* entries hcq must have: grows with nextra */
 
 	/* ---- protocol (ibf_rdm_proto.c, ibf_rdm_rndv.c) ---- */
 	/* Posted receives and held messages (bounces), untagged and tagged. */
@@ -175,6 +181,15 @@ struct ibf_rdm_ep {
 	int multi_waiting;
 	int multi_draining;
 };
+
+/* Extra bounces are added this many at a time. */
+#define IBF_RDM_CHUNK 64
+
+/* A bounce has left the SRQ with an arrival. */
+static inline void ibf_rdm_bounce_arrived(struct ibf_rdm_ep *ep)
+{
+	ep->srq_posted--;
+}
 
 /* Reads in flight per receive: enough to keep the link busy, few enough
  * that the send queues need not grow with the message size. */

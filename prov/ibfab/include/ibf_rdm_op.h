@@ -38,6 +38,7 @@ enum ibf_rdm_op_state {
 	IBF_RDM_DONE,		/* its completion waits in a CQ */
 	IBF_RDM_PROBE,		/* a connection's PING, in flight */
 	IBF_RDM_DRAIN,		/* the last work request of a dead QP */
+	IBF_RDM_BOUNCE_SPARE,	/* an eager buffer out of the SRQ, unused */
 };
 
 struct ibf_rdm_op {
@@ -50,6 +51,7 @@ struct ibf_rdm_op {
 	int uncounted;		/* a peek: not an operation counters count */
 	int is_bounce;
 	uint8_t *mem;		/* registered: header + eager payload */
+	uint32_t mem_lkey;
 	/* An application receive. */
 	struct iovec iov[IBF_RDM_IOV];
 	void *desc[IBF_RDM_IOV];
@@ -107,10 +109,20 @@ struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep *ep);
 /* Back to its free list, unreported (a post that failed, a spent op). */
 void ibf_rdm_op_free(struct ibf_rdm_op *op);
 
-/* Post bounce b (back) to the SRQ, to take the next arrival. */
-int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+/* Bounce b is free again: back to the SRQ, or to the spares if it was
+ * replaced there while it held a message. */
+int ibf_rdm_bounce_release(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
 /* Post every bounce (fi_enable). */
 int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep);
+/* Top the SRQ up to nbounce from the spares, growing them if need be, up
+ * to FI_IBFAB_RDM_UNEXP_MAX; progress calls it when the SRQ is short. */
+void ibf_rdm_bounce_refill(struct ibf_rdm_ep *ep);
+/* Whether p is one of the endpoint's bounces (a pointer handed back by the
+ * application, FI_CLAIM). */
+int ibf_rdm_bounce_owned(struct ibf_rdm_ep *ep, const void *p);
+/* Call fn on every op, the extra bounces included. */
+void ibf_rdm_ops_each(struct ibf_rdm_ep *ep,
+		      void (*fn)(struct ibf_rdm_op *op, void *arg), void *arg);
 /* An arrival in bounce b that does not fit: counted, said, never acted on;
  * b goes back to the SRQ. */
 void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why);

@@ -25,6 +25,7 @@ static const struct ibf_params ibf_params_default = {
 	.eager_size = 8192,
 	.rdm_qp_depth = 256,
 	.rdm_connect_ms = 10000,
+	.rdm_unexp_max = 16384,
 };
 
 struct ibf_size_param {
@@ -57,6 +58,12 @@ static struct ibf_size_param ibf_size_params[] = {
 	  "connect to a peer where nothing listens yet, or whose address or "
 	  "route cannot be resolved, with growing pauses, before the operations "
 	  "waiting for it fail; 0 tries once (default: 10000)" },
+	{ "rdm_unexp_max", &ibf_params.rdm_unexp_max, 0, 1 << 20,
+	  "Eager buffers an FI_EP_RDM endpoint may add, beyond FI_IBFAB_RX_SIZE, "
+	  "while messages wait for receives not posted yet; each costs "
+	  "FI_IBFAB_EAGER_SIZE of registered memory, allocated the first time "
+	  "the backlog reaches it and kept until the endpoint closes.  Past it, "
+	  "senders wait (RNR) until receives are posted (default: 16384)" },
 	{ "cq_size", &ibf_params.cq_size, 1, 1 << 22,
 	  "Default completion queue size; it grows as endpoints are bound, within the device's limit (default: 1024)" },
 };

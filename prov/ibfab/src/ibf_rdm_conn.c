@@ -319,11 +319,23 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
  * it, and no op of the endpoint pointing at it (held messages, rendezvous,
  * the failed list).  One pass over the ops and the fi_addr cache.
  */
+/* An op in use keeps the connections it names. */
+static void ibf_rdm_op_keeps(struct ibf_rdm_op *op, void *unused)
+{
+	(void)unused;
+	if (op->state == IBF_RDM_FREE || op->state == IBF_RDM_DONE ||
+	    op->state == IBF_RDM_BOUNCE_POSTED || op->state == IBF_RDM_BOUNCE_SPARE)
+		return;
+	if (op->conn)
+		op->conn->reclaim_mark = 0;
+	if (op->post_conn)
+		op->post_conn->reclaim_mark = 0;
+}
+
 void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
 {
 	struct ibf_rdm_conn *conn;
-	struct ibf_rdm_op *op;
-	uint32_t i, n = 0, total = ep->ntx + ep->nrx + ep->nbounce;
+	uint32_t i, n = 0;
 
 	for (i = 0; i < ep->nconns; i++) {
 		conn = ibf_rdm_conn_at(ep, i);
@@ -339,16 +351,7 @@ void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
 	for (i = 0; i < ep->npeers; i++)
 		if (ep->peers[i])
 			ep->peers[i]->reclaim_mark = 0;
-	for (i = 0; ep->ops && i < total; i++) {
-		op = &ep->ops[i];
-		if (op->state == IBF_RDM_FREE || op->state == IBF_RDM_DONE ||
-		    op->state == IBF_RDM_BOUNCE_POSTED)
-			continue;
-		if (op->conn)
-			op->conn->reclaim_mark = 0;
-		if (op->post_conn)
-			op->post_conn->reclaim_mark = 0;
-	}
+	ibf_rdm_ops_each(ep, ibf_rdm_op_keeps, NULL);
 	for (i = 0; i < ep->nconns; i++) {
 		conn = ibf_rdm_conn_at(ep, i);
 		if (!conn->reclaim_mark)
@@ -516,7 +519,7 @@ static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)op->mem,
 		.length = op->wire_len,
-		.lkey = conn->ep->mem_mr->lkey,
+		.lkey = op->mem_lkey,
 	};
 
 	op->epoch = conn->epoch;

@@ -255,6 +255,7 @@ static int ibf_rdm_hcq_open(struct ibf_rdm_ep *ep)
 			return -FI_EOTHER;
 	}
 	ep->hcq = ibv_create_cq(ep->domain->verbs, size, ep, ep->channel_cq, 0);
+	ep->hcq_need = size;
 	if (!ep->hcq) {
 		IBF_WARN(FI_LOG_EP_CTRL, "ibv_create_cq(%d): %s\n", size,
 			 strerror(errno));

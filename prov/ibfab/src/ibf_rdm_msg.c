@@ -181,8 +181,8 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 	struct ibf_rdm_op *r, *b = msg->context ?
 		((struct fi_context *)msg->context)->internal[0] : NULL;
 
-	if (!b || b < ep->ops || b >= ep->ops + ep->ntx + ep->nrx + ep->nbounce ||
-	    !b->is_bounce || b->state != IBF_RDM_BOUNCE_HELD) {
+	if (!b || !ibf_rdm_bounce_owned(ep, b) ||
+	    b->state != IBF_RDM_BOUNCE_HELD) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_CLAIM with a "
 			       "context no FI_PEEK | FI_CLAIM filled\n");
 		return -FI_EINVAL;

@@ -58,6 +58,7 @@ int ibf_rdm_ops_init(struct ibf_rdm_ep *ep)
 		op->op.kind = IBF_OP_RDM;
 		op->op.src = FI_ADDR_NOTAVAIL;
 		op->ep = ep;
+		op->mem_lkey = ep->mem_mr->lkey;
 		if (i < ep->ntx) {
 			op->mem = ep->mem + (size_t)i * ep->slot;
 			op->next = ep->tx_free;
@@ -70,7 +71,30 @@ int ibf_rdm_ops_init(struct ibf_rdm_ep *ep)
 			op->mem = ep->mem + (size_t)(i - ep->nrx) * ep->slot;
 		}
 	}
+	ep->extra_max = (uint32_t)ibf_params.rdm_unexp_max;
 	return 0;
+}
+
+/* The ops of one chunk of extra bounces, with their registered slots. */
+struct ibf_rdm_chunk {
+	struct ibf_rdm_chunk *next;
+	struct ibv_mr *mr;
+	uint8_t *mem;
+	uint32_t n;
+	struct ibf_rdm_op ops[];
+};
+
+static void ibf_rdm_chunks_free(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_chunk *c;
+
+	while ((c = ep->chunks)) {
+		ep->chunks = c->next;
+		if (c->mr)
+			ibv_dereg_mr(c->mr);
+		free(c->mem);
+		free(c);
+	}
 }
 
 void ibf_rdm_ops_fini(struct ibf_rdm_ep *ep)
@@ -79,6 +103,8 @@ void ibf_rdm_ops_fini(struct ibf_rdm_ep *ep)
 
 	for (i = 0; ep->ops && i < n; i++)
 		ibf_rdm_unregister(&ep->ops[i]);
+	ibf_rdm_chunks_free(ep);
+	ep->spare = NULL;
 	if (ep->mem_mr)
 		ibv_dereg_mr(ep->mem_mr);
 	free(ep->mem);
@@ -90,7 +116,37 @@ void ibf_rdm_ops_fini(struct ibf_rdm_ep *ep)
 
 static int ibf_rdm_is_tx(const struct ibf_rdm_op *op)
 {
-	return op < op->ep->ops + op->ep->ntx;
+	uintptr_t p = (uintptr_t)op, first = (uintptr_t)op->ep->ops;
+
+	/* Extra bounces live elsewhere, above or below the array. */
+	return p >= first && p < (uintptr_t)(op->ep->ops + op->ep->ntx);
+}
+
+void ibf_rdm_ops_each(struct ibf_rdm_ep *ep,
+		      void (*fn)(struct ibf_rdm_op *op, void *arg), void *arg)
+{
+	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
+	struct ibf_rdm_chunk *c;
+
+	for (i = 0; ep->ops && i < n; i++)
+		fn(&ep->ops[i], arg);
+	for (c = ep->chunks; c; c = c->next)
+		for (i = 0; i < c->n; i++)
+			fn(&c->ops[i], arg);
+}
+
+int ibf_rdm_bounce_owned(struct ibf_rdm_ep *ep, const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	const struct ibf_rdm_chunk *c;
+	const struct ibf_rdm_op *first = ep->ops + ep->ntx + ep->nrx;
+
+	if (a >= (uintptr_t)first && a < (uintptr_t)(first + ep->nbounce))
+		return (a - (uintptr_t)first) % sizeof(*first) == 0;
+	for (c = ep->chunks; c; c = c->next)
+		if (a >= (uintptr_t)c->ops && a < (uintptr_t)(c->ops + c->n))
+			return (a - (uintptr_t)c->ops) % sizeof(*first) == 0;
+	return 0;
 }
 
 struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
@@ -127,12 +183,21 @@ void ibf_rdm_op_free(struct ibf_rdm_op *op)
 
 /* ---- bounces ---- */
 
-int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+/*
+ * The SRQ always holds nbounce bounces while it can.  A bounce that holds
+ * a message (unexpected, or an RTS being read) is replaced from the spares,
+ * which grow, a chunk at a time, up to FI_IBFAB_RDM_UNEXP_MAX: senders
+ * never wait for receives the application has not posted yet (a wait that
+ * deadlocks any protocol whose next receive hangs on a message queued
+ * behind), and the memory is spent only when a backlog first reaches it.
+ * Each extra bounce may send a FIN, so the endpoint's CQ grows with them.
+ */
+static int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)b->mem,
 		.length = (uint32_t)ep->slot,
-		.lkey = ep->mem_mr->lkey,
+		.lkey = b->mem_lkey,
 	};
 	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&b->op, .sg_list = &sge,
 				  .num_sge = 1 }, *bad;
@@ -144,8 +209,21 @@ int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	if (unlikely(ret)) {
 		IBF_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s: one eager "
 			 "buffer fewer\n", strerror(ret));
+		b->state = IBF_RDM_BOUNCE_SPARE;
 		return ibf_errno_to_fi(ret);
 	}
+	ep->srq_posted++;
+	return 0;
+}
+
+int ibf_rdm_bounce_release(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	if (likely(ep->srq_posted < ep->nbounce))
+		return ibf_rdm_bounce_post(ep, b);
+	b->state = IBF_RDM_BOUNCE_SPARE;	/* replaced while it was held */
+	b->conn = NULL;
+	b->next = ep->spare;
+	ep->spare = b;
 	return 0;
 }
 
@@ -162,12 +240,80 @@ int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep)
 	return 0;
 }
 
+/* Room in the CQ for n more FINs, then n more spares; 0 or -FI_E*. */
+static int ibf_rdm_bounce_grow(struct ibf_rdm_ep *ep)
+{
+	uint32_t i, n = IBF_MIN(IBF_RDM_CHUNK, ep->extra_max - ep->nextra);
+	struct ibf_rdm_chunk *c;
+	int cqe = ep->hcq_need + (int)n;
+
+	if (!n)
+		return -FI_ENOMEM;
+	if (ep->hcq->cqe < cqe && ibv_resize_cq(ep->hcq, cqe)) {
+		IBF_WARN(FI_LOG_EP_DATA, "ibv_resize_cq(%d): %s: no more eager "
+			 "buffers than %u; senders wait for receives\n", cqe,
+			 strerror(errno), ep->nbounce + ep->nextra);
+		ep->extra_max = ep->nextra;
+		return -FI_ENOMEM;
+	}
+	ep->hcq_need = cqe;
+	c = calloc(1, sizeof(*c) + n * sizeof(c->ops[0]));
+	if (!c || posix_memalign((void **)&c->mem, 4096, n * ep->slot) ||
+	    !(c->mr = ibv_reg_mr(ep->domain->pd, c->mem, n * ep->slot,
+				 IBV_ACCESS_LOCAL_WRITE))) {
+		IBF_WARN(FI_LOG_EP_DATA, "%u more eager buffers: out of "
+			 "memory; senders wait for receives\n", n);
+		if (c)
+			free(c->mem);
+		free(c);
+		ep->extra_max = ep->nextra;
+		return -FI_ENOMEM;
+	}
+	c->n = n;
+	for (i = 0; i < n; i++) {
+		struct ibf_rdm_op *b = &c->ops[i];
+
+		b->op.kind = IBF_OP_RDM;
+		b->op.src = FI_ADDR_NOTAVAIL;
+		b->ep = ep;
+		b->is_bounce = 1;
+		b->mem = c->mem + (size_t)i * ep->slot;
+		b->mem_lkey = c->mr->lkey;
+		b->state = IBF_RDM_BOUNCE_SPARE;
+		b->next = ep->spare;
+		ep->spare = b;
+	}
+	c->next = ep->chunks;
+	ep->chunks = c;
+	ep->nextra += n;
+	IBF_INFO(FI_LOG_EP_DATA, "messages wait for receives: %u eager "
+		 "buffers now\n", ep->nbounce + ep->nextra);
+	return 0;
+}
+
+void ibf_rdm_bounce_refill(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_op *b;
+
+	while (ep->srq_posted < ep->nbounce) {
+		if (!ep->spare && ibf_rdm_bounce_grow(ep))
+			return;
+		b = ep->spare;
+		ep->spare = b->next;
+		if (ibf_rdm_bounce_post(ep, b)) {
+			b->next = ep->spare;
+			ep->spare = b;
+			return;
+		}
+	}
+}
+
 void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why)
 {
 	ep->dropped++;
 	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an arrival dropped (%llu "
 		       "so far): %s\n", (unsigned long long)ep->dropped, why);
-	ibf_rdm_bounce_post(ep, b);
+	ibf_rdm_bounce_release(ep, b);
 }
 
 /* ---- completion ---- */
@@ -187,7 +333,6 @@ static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)
 	return ep->rx_cq ? ep->rx_cq : ep->tx_cq;
 }
 
-/* err: 0 or -FI_E*; the CQ reports it positive, as fi_cq_readerr does. */
 /* The counter op's completion adds to, if one is bound. */
 static struct ibf_cntr *ibf_rdm_op_cntr(struct ibf_rdm_op *op)
 {
@@ -198,6 +343,7 @@ static struct ibf_cntr *ibf_rdm_op_cntr(struct ibf_rdm_op *op)
 	return op->uncounted ? NULL : ep->cntr[IBF_RDM_CNTR_RECV];
 }
 
+/* err: 0 or -FI_E*; the CQ reports it positive, as fi_cq_readerr does. */
 void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 {
 	struct ibf_rdm_ep *ep = op->ep;

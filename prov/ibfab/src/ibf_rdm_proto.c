@@ -112,7 +112,7 @@ void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 				     b->op.len);
 	r->op.len = copied;
 	r->op.olen = b->op.len - copied;
-	ibf_rdm_bounce_post(ep, b);
+	ibf_rdm_bounce_release(ep, b);
 	ibf_rdm_complete(r, r->op.olen ? -FI_ETRUNC : 0);
 }
 
@@ -264,7 +264,7 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
 			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a receive "
 				       "failed: %s\n", ibv_wc_status_str(wc->status));
-		ibf_rdm_bounce_post(ep, b);
+		ibf_rdm_bounce_release(ep, b);
 		return;
 	}
 	if (unlikely(wc->byte_len < IBF_RDM_HDR)) {
@@ -291,7 +291,7 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_rdm_on_fin(ep, b);
 		return;
 	case IBF_RDM_PING:
-		ibf_rdm_bounce_post(ep, b);	/* being here was the answer */
+		ibf_rdm_bounce_release(ep, b);	/* being here was the answer */
 		return;
 	case IBF_RDM_EAGER:
 		b->op.len = wc->byte_len - IBF_RDM_HDR;
@@ -319,7 +319,7 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	if (unlikely(ibf_rdm_send_done(op, wc->status)))
 		return;		/* the connection layer's own */
 	if (op->is_bounce)
-		ibf_rdm_bounce_post(ep, op);	/* its FIN went */
+		ibf_rdm_bounce_release(ep, op);	/* its FIN went */
 	else if (op->state == IBF_RDM_RX_READ)
 		ibf_rdm_on_read(ep, op, wc);
 	else if (op->state == IBF_RDM_TX_RTS)
@@ -334,10 +334,12 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
 	struct ibf_rdm_op *op = container_of((struct ibf_op *)(uintptr_t)wc->wr_id,
 					     struct ibf_rdm_op, op);
 
-	if (op->is_bounce && op->state == IBF_RDM_BOUNCE_POSTED)
+	if (op->is_bounce && op->state == IBF_RDM_BOUNCE_POSTED) {
+		ibf_rdm_bounce_arrived(ep);
 		ibf_rdm_on_recv(ep, op, wc);
-	else
+	} else {
 		ibf_rdm_on_sent(ep, op, wc);
+	}
 }
 
 /* ---- progress ---- */
@@ -361,6 +363,9 @@ void ibf_rdm_progress(struct ibf_rdm_ep *ep)
 		for (i = 0; i < n; i++)
 			ibf_rdm_on_wc(ep, &wc[i]);
 	} while (n == IBF_CQ_BATCH);
+	/* Bounces kept by messages no receive has taken yet: replaced. */
+	if (unlikely(ep->srq_posted < ep->nbounce))
+		ibf_rdm_bounce_refill(ep);
 	ibf_lock_release(&ep->lock);
 }
 

@@ -104,12 +104,12 @@ static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)b->mem,
 		.length = IBF_RDM_HDR + sizeof(struct ibf_rdm_fin),
-		.lkey = ep->mem_mr->lkey,
+		.lkey = b->mem_lkey,
 	};
 	int ret;
 
 	if (ibf_rdm_bounce_stale(b)) {
-		ibf_rdm_bounce_post(ep, b);	/* no one to answer any more */
+		ibf_rdm_bounce_release(ep, b);	/* no one to answer any more */
 		return;
 	}
 	ret = ibf_rdm_post_send(conn, b, &sge, 1, sge.length <= ep->max_inline);
@@ -118,7 +118,7 @@ static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	} else if (ret) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot answer a "
 			       "rendezvous: %s\n", fi_strerror(-ret));
-		ibf_rdm_bounce_post(ep, b);
+		ibf_rdm_bounce_release(ep, b);
 	}
 }
 
@@ -145,7 +145,7 @@ void ibf_rdm_discard(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	if (((struct ibf_rdm_hdr *)b->mem)->type == IBF_RDM_RTS)
 		ibf_rdm_fin_send(ep, b, 0);
 	else
-		ibf_rdm_bounce_post(ep, b);
+		ibf_rdm_bounce_release(ep, b);
 }
 
 /* The lkey of a receive buffer: the caller's MR, or one made now. */
@@ -352,7 +352,7 @@ void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 			op->read_err = fin->status;
 		if (--op->reads_left == 0)
 			ibf_rdm_complete(op, op->read_err);
-		ibf_rdm_bounce_post(ep, b);
+		ibf_rdm_bounce_release(ep, b);
 	} else {
 		ibf_rdm_drop(ep, b, "a FIN for no rendezvous send of its sender's");
 	}
