@@ -12,6 +12,7 @@ enum fi_progress want_progress;	/* FI_PROGRESS_UNSPEC: the provider's */
 const char *want_av_name;
 uint64_t want_av_flags;
 enum fi_wait_obj want_wait = FI_WAIT_NONE;
+uint64_t want_mr_mode;
 enum fi_threading want_threading = FI_THREAD_DOMAIN;
 size_t want_rx_size;
 
@@ -23,7 +24,7 @@ struct fi_info *rdm_hints(uint64_t caps)
 	h->ep_attr->type = FI_EP_RDM;
 	h->caps = caps;
 	h->mode = FI_CONTEXT;
-	h->domain_attr->mr_mode = 0;
+	h->domain_attr->mr_mode = (int)want_mr_mode;
 	h->domain_attr->threading = want_threading;
 	h->domain_attr->data_progress = want_progress;
 	h->rx_attr->size = want_rx_size;
@@ -35,11 +36,19 @@ static const char *node_addr(int i)
 	return (i % 2 && ibft_opts.dst) ? ibft_opts.dst : ibft_opts.src;
 }
 
-/* Open an endpoint on the i-th address; NULL (and a failed check) if not. */
 int node_ep_open(struct node *n, uint64_t cq_flags, struct fid_cntr *tx,
 		 struct fid_cntr *rx)
 {
-	int ret;
+	struct fid_cntr *c[2] = { tx, rx };
+	const uint64_t flags[2] = { FI_SEND, FI_RECV };
+
+	return node_ep_open_bind(n, cq_flags, c, flags, 2);
+}
+
+int node_ep_open_bind(struct node *n, uint64_t cq_flags, struct fid_cntr **c,
+		      const uint64_t *flags, int nc)
+{
+	int ret, i;
 
 	if (n->ep)
 		fi_close(&n->ep->fid);
@@ -49,10 +58,9 @@ int node_ep_open(struct node *n, uint64_t cq_flags, struct fid_cntr *tx,
 		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
 	if (!ret)
 		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV | cq_flags);
-	if (!ret && tx)
-		ret = fi_ep_bind(n->ep, &tx->fid, FI_SEND);
-	if (!ret && rx)
-		ret = fi_ep_bind(n->ep, &rx->fid, FI_RECV);
+	for (i = 0; !ret && i < nc; i++)
+		if (c[i])
+			ret = fi_ep_bind(n->ep, &c[i]->fid, flags[i]);
 	if (!ret)
 		ret = fi_enable(n->ep);
 	n->namelen = sizeof(n->name);

@@ -49,6 +49,7 @@ extern size_t want_rx_size;	/* rx_attr->size to ask for; 0: the default */
 extern const char *want_av_name;
 extern uint64_t want_av_flags;
 extern enum fi_wait_obj want_wait;	/* the CQ's wait object */
+extern uint64_t want_mr_mode;	/* the hints' mr_mode (default 0) */
 
 struct fi_info *rdm_hints(uint64_t caps);
 /* An endpoint on the i-th address (-s, -d, -s, ...); NULL and a failed
@@ -59,6 +60,9 @@ struct node *node_open(int i, uint64_t caps, uint64_t cq_flags);
  * rx (FI_RECV) if not NULL; enabled, its name in n->name.  0 or -FI_E*. */
 int node_ep_open(struct node *n, uint64_t cq_flags, struct fid_cntr *tx,
 		 struct fid_cntr *rx);
+/* The same with nc counters c[i] bound with flags[i] (NULL ones skipped). */
+int node_ep_open_bind(struct node *n, uint64_t cq_flags, struct fid_cntr **c,
+		      const uint64_t *flags, int nc);
 void node_close(struct node *n);
 void close_all(void);
 /* Every node inserts every node's name, in the same order. */

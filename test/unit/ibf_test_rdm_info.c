@@ -66,13 +66,19 @@ static int match(struct fi_info *h, uint32_t version)
 	return ibf_info_match(tmpl, version, h, why, sizeof(why));
 }
 
-Test(rdm, template_is_rdm_without_registration)
+Test(rdm, template_is_rdm_with_rma_keys)
 {
 	cr_assert_eq(tmpl->ep_attr->type, FI_EP_RDM);
-	cr_assert_eq(tmpl->domain_attr->mr_mode, 0);
+	/* Exactly what Open MPI 4.1's OFI BTL accepts: no FI_MR_LOCAL, no
+	 * FI_MR_ENDPOINT. */
+	cr_assert_eq(tmpl->domain_attr->mr_mode,
+		     FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
 	cr_assert_eq(tmpl->mode, 0);
 	cr_assert(tmpl->caps & FI_TAGGED);
-	cr_assert_eq(tmpl->caps & FI_RMA, 0, "no RMA on RDM yet");
+	cr_assert_eq(tmpl->caps & (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
+				   FI_REMOTE_WRITE),
+		     FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+	cr_assert_eq(tmpl->tx_attr->rma_iov_limit, 1);
 	/* Messages are read in pieces: larger than the port's 8 MiB. */
 	cr_assert_geq(tmpl->ep_attr->max_msg_size, 64u << 20);
 	cr_assert_eq(tmpl->domain_attr->data_progress, FI_PROGRESS_MANUAL);
@@ -111,8 +117,9 @@ Test(rdm, refusals_name_the_hint)
 {
 	struct fi_info *h = ompi_hints();
 
-	h->caps |= FI_RMA;
+	h->caps |= FI_RMA;	/* with mr_mode 0: no keys to give out */
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
+	cr_assert(strstr(why, "FI_MR_PROV_KEY"), "%s", why);
 	h->caps &= ~FI_RMA;
 	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
@@ -142,6 +149,54 @@ Test(rdm, any_mr_mode_is_fine)
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
 	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
 	cr_assert_eq(tmpl->domain_attr->mr_mode, 0, "nothing needs registering");
+	fi_freeinfo(h);
+}
+
+/* RMA asked for, with the keys it needs: the BTL's mr_mode, exactly. */
+Test(rdm, rma_hints_get_device_keys)
+{
+	struct fi_info *h = ompi_hints();
+	uint64_t need = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+
+	h->caps = FI_RMA | FI_MSG | FI_LOCAL_COMM | FI_REMOTE_COMM;
+	h->domain_attr->mr_mode = (int)need;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, need);
+	cr_assert(tmpl->caps & FI_RMA);
+	cr_assert_eq(tmpl->tx_attr->rma_iov_limit, 1);
+	fi_freeinfo(h);
+}
+
+/* MPICH adds FI_MR_ENDPOINT (and FI_MR_LOCAL): accepted, not required. */
+Test(rdm, rma_with_mr_endpoint_and_local_in_hints)
+{
+	struct fi_info *h = ompi_hints();
+
+	h->caps = FI_RMA | FI_TAGGED;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				  FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_LOCAL;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->domain_attr->mr_mode & (FI_MR_ENDPOINT | FI_MR_LOCAL), 0);
+	fi_freeinfo(h);
+}
+
+/* Caps left open and no keys in mr_mode: messaging, mr_mode 0. */
+Test(rdm, open_caps_without_keys_leave_rma_out)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->mr_mode = FI_MR_LOCAL;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, 0);
+	cr_assert_eq(tmpl->caps & (FI_RMA | FI_READ | FI_WRITE |
+				   FI_REMOTE_READ | FI_REMOTE_WRITE), 0);
+	cr_assert_eq(tmpl->tx_attr->caps & FI_RMA, 0);
+	cr_assert_eq(tmpl->tx_attr->rma_iov_limit, 0);
+	cr_assert(tmpl->caps & FI_TAGGED);
 	fi_freeinfo(h);
 }
 

@@ -81,6 +81,9 @@ void ibf_params_load(void);
 #define IBF_MSG_CAPS (IBF_MSG_PRIMARY_CAPS | IBF_MSG_SECONDARY_CAPS)
 #define IBF_MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | \
 		     FI_MR_PROV_KEY)
+/* RDM endpoints with RMA: the device's keys and virtual addresses; local
+ * buffers need no registration. */
+#define IBF_RDM_RMA_MR_MODE (FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY)
 /* RC orders sends after sends and RDMA after RDMA of the same kind. */
 #define IBF_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_SAW | FI_ORDER_WAS | \
 		       FI_ORDER_WAW | FI_ORDER_RAR | FI_ORDER_RAW | \
@@ -199,6 +202,7 @@ struct ibf_mr {
 	uint32_t magic;		/* IBF_MR_MAGIC while open: desc checks */
 	struct ibf_domain *domain;
 	struct ibv_mr *mr;
+	int ibv_access;		/* what it was registered with */
 };
 extern struct fi_ops_mr ibf_mr_ops;
 int ibf_mr_access_to_ibv(uint64_t access);
@@ -216,6 +220,29 @@ static inline int ibf_desc_lkey(void *desc, uint32_t *lkey)
 		return -FI_EINVAL;
 	*lkey = mr->mr->lkey;
 	return 0;
+}
+
+/*
+ * Where registration is optional (RDM: no FI_MR_LOCAL), a descriptor is a
+ * hint: its lkey serves only if its region covers [buf, buf + len) and,
+ * when the device writes there (need_write), allows local writes.  Else
+ * the caller registers the buffer itself.  1 if usable.
+ */
+static inline int ibf_desc_covers(void *desc, const void *buf, size_t len,
+				  int need_write, uint32_t *lkey)
+{
+	struct ibf_mr *mr = desc;
+	uintptr_t a = (uintptr_t)buf, start, end;
+
+	if (!mr || mr->magic != IBF_MR_MAGIC)
+		return 0;
+	start = (uintptr_t)mr->mr->addr;
+	end = start + mr->mr->length;
+	if (a < start || a + len > end || a + len < a ||
+	    (need_write && !(mr->ibv_access & IBV_ACCESS_LOCAL_WRITE)))
+		return 0;
+	*lkey = mr->mr->lkey;
+	return 1;
 }
 
 /*

@@ -180,6 +180,8 @@ struct ibf_rdm_ep {
 	 */
 	int multi_waiting;
 	int multi_draining;
+	/* Remote CQ data that found no receive op free to carry it. */
+	struct ibf_rdm_list wdata_wait;
 };
 
 /* Extra bounces are added this many at a time. */
@@ -217,5 +219,8 @@ int ibf_rdm_ep_open(struct fid_domain *domain, struct fi_info *info,
 /* ibf_rdm_msg.c */
 extern struct fi_ops_msg ibf_rdm_msg_ops;
 extern struct fi_ops_tagged ibf_rdm_tagged_ops;
+
+/* ibf_rdm_rma.c */
+extern struct fi_ops_rma ibf_rdm_rma_ops;
 
 #endif /* IBF_RDM_H */

@@ -39,6 +39,15 @@ enum ibf_rdm_op_state {
 	IBF_RDM_PROBE,		/* a connection's PING, in flight */
 	IBF_RDM_DRAIN,		/* the last work request of a dead QP */
 	IBF_RDM_BOUNCE_SPARE,	/* an eager buffer out of the SRQ, unused */
+	IBF_RDM_TX_RMA,		/* an RMA write or read posted */
+};
+
+/* What a send op posts (ibf_rdm_rma.c builds the RMA ones). */
+enum ibf_rdm_wr_kind {
+	IBF_RDM_WR_SEND,	/* a message built in its slot */
+	IBF_RDM_WR_WRITE,
+	IBF_RDM_WR_WRITE_DATA,	/* a write, then a WDATA header */
+	IBF_RDM_WR_READ,
 };
 
 struct ibf_rdm_op {
@@ -84,6 +93,14 @@ struct ibf_rdm_op {
 	int nmr;
 	/* A send waiting in a queue: what to post once connected. */
 	uint32_t wire_len;	/* header + payload in mem */
+	int wr_kind;		/* enum ibf_rdm_wr_kind */
+	/* An RMA: local segments, remote address and key; via_slot: the
+	 * data goes through mem (a read is copied out to iov at the end). */
+	struct ibv_sge sge[IBF_RDM_IOV];
+	int nsge;
+	int via_slot;
+	uint64_t rma_addr;
+	uint32_t rma_key;
 };
 
 static inline struct ibf_rdm_op *ibf_rdm_op_of(struct ibf_mq_entry *e)

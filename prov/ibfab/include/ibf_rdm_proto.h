@@ -79,4 +79,14 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn);
 /* Rendezvous sends of ended connection lives fail. */
 void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
 
+/* ---- ibf_rdm_rma.c, for ibf_rdm_proto.c ---- */
+
+/* One completion of an RMA op (it completes after its last). */
+void ibf_rdm_rma_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		      const struct ibv_wc *wc);
+/* A WDATA arrived in bounce b: a remote CQ data completion. */
+void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+/* Receive ops were freed: report the WDATAs that waited for one. */
+void ibf_rdm_wdata_drain(struct ibf_rdm_ep *ep);
+
 #endif /* IBF_RDM_PROTO_H */

@@ -6,6 +6,8 @@
  *   RTS    a larger message: where to read it (struct ibf_rdm_rts)
  *   FIN    the receiver has read it (struct ibf_rdm_fin)
  *   PING   nothing: is the peer still there? (its completion says)
+ *   WDATA  nothing: the RDMA WRITE just before it on this QP carried remote
+ *          CQ data (in data; tag: the write's length, reported only)
  * The connection layer (ibf_rdm_conn.h) sends PINGs and the private data of
  * rdma_cm requests; the protocol layer (ibf_rdm_proto.h) everything else.
  *
@@ -27,7 +29,7 @@ struct ibf_name {
 	uint8_t bytes[IBF_ADDR_MAX];
 };
 
-enum { IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING };
+enum { IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING, IBF_RDM_WDATA };
 #define IBF_RDM_F_TAGGED 1
 #define IBF_RDM_F_DATA 2
 struct ibf_rdm_hdr {

@@ -88,9 +88,14 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 	return info;
 }
 
-#define IBF_RDM_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
+#define IBF_RDM_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | \
+			 FI_WRITE)
 #define IBF_RDM_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | \
-			 FI_SOURCE | FI_MULTI_RECV)
+			 FI_SOURCE | FI_MULTI_RECV | FI_RMA | FI_REMOTE_READ | \
+			 FI_REMOTE_WRITE)
+/* The caps that expose memory to peers, and so need keys and addresses. */
+#define IBF_RDM_RMA_CAPS (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | \
+			  FI_REMOTE_WRITE)
 /* Given only to those who ask: they change what receives match. */
 #define IBF_RDM_ASKED_CAPS (FI_DIRECTED_RECV | FI_SOURCE)
 
@@ -100,9 +105,12 @@ static int ibf_is_rdm(const struct fi_info *info)
 }
 
 /*
- * FI_EP_RDM (ibf_rdm_*.c): messages and tags over connections made on
- * demand.  Buffers need no registration (mr_mode 0): eager messages are
- * copied, large ones registered by ibfab.  Data moves when the CQ is read
+ * FI_EP_RDM (ibf_rdm_*.c): messages, tags and RMA over connections made on
+ * demand.  Local buffers never need registration: eager messages are
+ * copied, large ones registered by ibfab.  Memory a peer reads or writes
+ * is registered by the application (fi_mr_reg), with the device's keys
+ * and virtual addresses: mr_mode IBF_RDM_RMA_MR_MODE when RMA is given,
+ * 0 for messaging alone.  Data moves when the CQ is read
  * (FI_PROGRESS_MANUAL, the default) or, if asked, also by a thread.
  */
 struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
@@ -122,7 +130,7 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 	info->tx_attr->inject_size = ibf_params.eager_size;
 	info->tx_attr->size = IBF_MIN(lim->max_qp_wr, 16384);
 	info->tx_attr->iov_limit = IBF_MIN(lim->max_sge, IBF_RDM_IOV_LIMIT);
-	info->tx_attr->rma_iov_limit = 0;
+	info->tx_attr->rma_iov_limit = 1;
 	info->rx_attr->caps = IBF_RDM_RX_CAPS;
 	info->rx_attr->mode = 0;
 	info->rx_attr->msg_order = FI_ORDER_SAS;
@@ -136,7 +144,7 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 	info->ep_attr->max_order_waw_size = 0;
 	info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;	/* FI_TAG_GENERIC */
 	info->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-	info->domain_attr->mr_mode = 0;
+	info->domain_attr->mr_mode = IBF_RDM_RMA_MR_MODE;
 	info->domain_attr->cq_data_size = IBF_RDM_CQ_DATA_SIZE;
 	info->domain_attr->max_ep_srx_ctx = 0;
 	/* Counters are the provider's own (FI_EP_MSG has none yet). */
@@ -202,6 +210,40 @@ static int ibf_match_mr_mode(uint32_t version, const struct fi_info *hints,
 	return 0;
 }
 
+/* Whether hints' mr_mode lets RDM endpoints expose memory to peers. */
+static int ibf_rdm_mr_mode_rma_ok(uint32_t version, const struct fi_info *hints)
+{
+	int mr_mode;
+
+	if (!hints->domain_attr || ibf_hints_mr_basic(version, hints))
+		return 1;	/* FI_MR_BASIC is virtual addresses, device keys */
+	mr_mode = hints->domain_attr->mr_mode;
+	return ibf_bits_subset(IBF_RDM_RMA_MR_MODE, (uint64_t)mr_mode);
+}
+
+/*
+ * RDM: local buffers never need registering, so any mr_mode does for
+ * messages; RMA asked for explicitly needs the application to use the
+ * device's keys and virtual addresses (without them, RMA is left out of
+ * the answer instead: ibf_narrow_rdm).
+ */
+static int ibf_match_rdm_mr_mode(uint32_t version, const struct fi_info *hints,
+				 char *why, size_t why_len)
+{
+	if (hints->domain_attr->mr_mode == FI_MR_SCALABLE &&
+	    (hints->caps & IBF_RDM_RMA_CAPS))
+		return ibf_nomatch(why, why_len, "mr_mode FI_MR_SCALABLE with RMA: "
+			    "verbs keys are chosen by the device; ask for "
+			    "FI_MR_PROV_KEY");
+	if ((hints->caps & IBF_RDM_RMA_CAPS) &&
+	    !ibf_rdm_mr_mode_rma_ok(version, hints))
+		return ibf_nomatch(why, why_len, "mr_mode %#x with RMA lacks "
+			    "FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY: "
+			    "ibfab's remote keys and addresses are the device's",
+			    hints->domain_attr->mr_mode);
+	return 0;
+}
+
 static int ibf_match_ep(const struct fi_info *tmpl, const struct fi_ep_attr *h,
 			char *why, size_t why_len)
 {
@@ -255,7 +297,7 @@ static int ibf_match_domain(const struct fi_info *tmpl, uint32_t version,
 	if (h->auth_key_size)
 		return ibf_nomatch(why, why_len, "auth_key: not supported");
 	if (ibf_is_rdm(tmpl))
-		return 0;	/* any mr_mode: no registration is needed */
+		return ibf_match_rdm_mr_mode(version, hints, why, why_len);
 	return ibf_match_mr_mode(version, hints, why, why_len);
 }
 
@@ -448,11 +490,22 @@ static int ibf_narrow_rdm(struct fi_info *info, uint32_t version,
 	if (!hd)
 		return 0;
 	ibf_narrow_domain(info, hd);
-	/* Registration is never needed; say so in the caller's dialect. */
+	/* RMA not asked for, and the application cannot take the keys it
+	 * needs: messaging alone. */
+	if (!ibf_rdm_mr_mode_rma_ok(version, hints)) {
+		info->caps &= ~IBF_RDM_RMA_CAPS;
+		info->tx_attr->caps &= ~IBF_RDM_RMA_CAPS;
+		info->rx_attr->caps &= ~IBF_RDM_RMA_CAPS;
+		info->tx_attr->rma_iov_limit = 0;
+	}
+	/* Local registration is never needed; say so in the caller's
+	 * dialect. */
 	if (ibf_hints_mr_basic(version, hints))
 		info->domain_attr->mr_mode = FI_MR_BASIC;
 	else if (hd->mr_mode == FI_MR_SCALABLE)
 		info->domain_attr->mr_mode = FI_MR_SCALABLE;
+	else if (info->caps & IBF_RDM_RMA_CAPS)
+		info->domain_attr->mr_mode = IBF_RDM_RMA_MR_MODE;
 	else
 		info->domain_attr->mr_mode = 0;
 	return 0;

@@ -100,7 +100,8 @@ static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
-	mr->mr = ibv_reg_mr(dom->pd, (void *)buf, len, ibf_mr_access_to_ibv(access));
+	mr->ibv_access = ibf_mr_access_to_ibv(access);
+	mr->mr = ibv_reg_mr(dom->pd, (void *)buf, len, mr->ibv_access);
 	if (!mr->mr) {
 		ret = errno;
 		ibf_mr_warn_pin(buf, len, ret);

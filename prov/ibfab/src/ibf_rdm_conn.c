@@ -513,6 +513,68 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	return 0;
 }
 
+/*
+ * An RMA op: its write or read, and behind a writedata's write the WDATA
+ * header in op->mem, both on one post (a slot each).
+ */
+static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
+{
+	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
+	struct ibv_sge hsge = { (uintptr_t)op->mem, IBF_RDM_HDR, op->mem_lkey };
+	struct ibv_send_wr wr[2] = { { 0 } }, *bad;
+	int n = op->wr_kind == IBF_RDM_WR_WRITE_DATA ? 2 : 1, ret, i;
+
+	if (unlikely(!id || !id->qp))
+		return -FI_ENOTCONN;
+	for (i = 0; i < n; i++) {
+		if (!ibf_rdm_credit_take(conn)) {
+			while (i--)
+				ibf_rdm_credit_untake(conn);
+			return -FI_EAGAIN;
+		}
+	}
+	wr[0].wr_id = (uintptr_t)&op->op;
+	wr[0].sg_list = op->sge;
+	wr[0].num_sge = op->nsge;
+	wr[0].opcode = op->wr_kind == IBF_RDM_WR_READ ? IBV_WR_RDMA_READ :
+		       IBV_WR_RDMA_WRITE;
+	wr[0].send_flags = IBV_SEND_SIGNALED;
+	if (op->wr_kind != IBF_RDM_WR_READ && op->via_slot &&
+	    op->op.len <= conn->ep->max_inline)
+		wr[0].send_flags |= IBV_SEND_INLINE;
+	wr[0].wr.rdma.remote_addr = op->rma_addr;
+	wr[0].wr.rdma.rkey = op->rma_key;
+	if (n == 2) {
+		((struct ibf_rdm_hdr *)op->mem)->conn = conn->remote;
+		wr[0].next = &wr[1];
+		wr[1].wr_id = (uintptr_t)&op->op;
+		wr[1].sg_list = &hsge;
+		wr[1].num_sge = 1;
+		wr[1].opcode = IBV_WR_SEND;
+		wr[1].send_flags = IBV_SEND_SIGNALED |
+			(IBF_RDM_HDR <= conn->ep->max_inline ? IBV_SEND_INLINE : 0);
+	}
+	op->epoch = conn->epoch;
+	op->state = op->tx_state;
+	op->post_conn = conn;
+	op->post_epoch = conn->epoch;
+	__atomic_add_fetch(&conn->ep->sq_posted, n, __ATOMIC_RELAXED);
+	ret = ibv_post_send(id->qp, wr, &bad);
+	if (likely(!ret))
+		return 0;
+	/* What was not posted gives its slot back; a header that failed
+	 * behind a posted write fails the op once the write completes. */
+	n = bad == &wr[0] ? n : 1;
+	__atomic_sub_fetch(&conn->ep->sq_posted, n, __ATOMIC_RELAXED);
+	for (i = 0; i < n; i++)
+		ibf_rdm_credit_untake(conn);
+	if (bad == &wr[0])
+		return ret == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(ret);
+	op->reads_left = 1;
+	op->read_err = ibf_errno_to_fi(ret);
+	return 0;
+}
+
 /* A send built whole in op->mem: post it, in the state the protocol gave. */
 static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
@@ -522,6 +584,8 @@ static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		.lkey = op->mem_lkey,
 	};
 
+	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND))
+		return ibf_rdm_post_rma(conn, op);
 	op->epoch = conn->epoch;
 	op->state = op->tx_state;
 	return ibf_rdm_post_send(conn, op, &sge, 1,

@@ -337,7 +337,13 @@ static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)
 static struct ibf_cntr *ibf_rdm_op_cntr(struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_ep *ep = op->ep;
+	uint64_t f = op->op.flags;
 
+	if (unlikely(f & FI_RMA))
+		return ep->cntr[(f & FI_REMOTE_WRITE) ? IBF_RDM_CNTR_REMOTE_WRITE :
+				(f & FI_REMOTE_READ) ? IBF_RDM_CNTR_REMOTE_READ :
+				(f & FI_READ) ? IBF_RDM_CNTR_READ :
+				IBF_RDM_CNTR_WRITE];
 	if (ibf_rdm_is_tx(op))
 		return ep->cntr[IBF_RDM_CNTR_SEND];
 	return op->uncounted ? NULL : ep->cntr[IBF_RDM_CNTR_RECV];

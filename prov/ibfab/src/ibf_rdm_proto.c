@@ -24,6 +24,7 @@ int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	hdr->flags = (tagged ? IBF_RDM_F_TAGGED : 0) |
 		     (with_data ? IBF_RDM_F_DATA : 0);
 	op->read_err = 0;
+	op->wr_kind = IBF_RDM_WR_SEND;
 	if (len > ep->eager_size)
 		return ibf_rdm_rts_build(ep, op, iov, count, len);
 	hdr->type = IBF_RDM_EAGER;
@@ -293,6 +294,9 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	case IBF_RDM_PING:
 		ibf_rdm_bounce_release(ep, b);	/* being here was the answer */
 		return;
+	case IBF_RDM_WDATA:
+		ibf_rdm_on_wdata(ep, b);
+		return;
 	case IBF_RDM_EAGER:
 		b->op.len = wc->byte_len - IBF_RDM_HDR;
 		break;
@@ -320,6 +324,8 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		return;		/* the connection layer's own */
 	if (op->is_bounce)
 		ibf_rdm_bounce_release(ep, op);	/* its FIN went */
+	else if (op->state == IBF_RDM_TX_RMA)
+		ibf_rdm_rma_sent(ep, op, wc);
 	else if (op->state == IBF_RDM_RX_READ)
 		ibf_rdm_on_read(ep, op, wc);
 	else if (op->state == IBF_RDM_TX_RTS)
@@ -425,6 +431,8 @@ static void ibf_rdm_op_freed(struct ibf_rdm_ep *ep)
 {
 	if (unlikely(ep->multi_waiting))
 		ibf_rdm_multi_drain(ep);
+	if (unlikely(ep->wdata_wait.head != NULL))
+		ibf_rdm_wdata_drain(ep);
 }
 
 const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls = {

@@ -1,0 +1,418 @@
+/*
+ * ibft_rdm_rma: RMA on RDM endpoints (fi_rma(3)), between two endpoints
+ * and from an endpoint to itself.
+ *
+ * A writes into and reads from B's registered buffer at sizes that go
+ * inline, through a bounce and straight from the caller's memory, with
+ * several local iovs; fi_writedata reaches B's CQ as FI_REMOTE_CQ_DATA;
+ * injects are free on return; counters bound with FI_WRITE, FI_READ and
+ * FI_REMOTE_WRITE count; a wrong key or a range beyond the region fails
+ * the operation (not the process) and the next one to that peer works;
+ * an endpoint without FI_RMA refuses.  Local buffers are registered only
+ * when the provider's mr_mode says FI_MR_LOCAL.
+ *
+ *   ibft_rdm_rma -p PROV -s ADDR_A [-d ADDR_B]
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibft.h"
+#include "ibft_rdm_node.h"
+
+#define RBUF (1 << 20)
+static const size_t sizes[] = { 1, 64, 4000, 8192, 60000, 300000, RBUF };
+
+/* A registered buffer of n's: its key and the address peers name. */
+struct region {
+	uint8_t *buf;
+	size_t len;
+	struct fid_mr *mr;
+	uint64_t key, addr;
+	void *desc;
+};
+
+static int region_open(struct node *n, struct region *r, size_t len,
+		       uint64_t access)
+{
+	int mr_mode = n->info->domain_attr->mr_mode;
+	int ret;
+
+	r->buf = xbuf(len);
+	r->len = len;
+	ret = fi_mr_reg(n->domain, r->buf, len, access, 0, 0, 0, &r->mr, NULL);
+	if (!ret && (mr_mode & FI_MR_ENDPOINT)) {
+		ret = fi_mr_bind(r->mr, &n->ep->fid, 0);
+		if (!ret)
+			ret = fi_mr_enable(r->mr);
+	}
+	if (ret) {
+		IBFT_CHECK(0, "rma-mr-reg", "fi_mr_reg(%zu bytes): %s", len,
+			   fi_strerror(-ret));
+		free(r->buf);
+		r->buf = NULL;
+		return -1;
+	}
+	r->key = fi_mr_key(r->mr);
+	r->addr = (mr_mode & FI_MR_VIRT_ADDR) ? (uintptr_t)r->buf : 0;
+	r->desc = fi_mr_desc(r->mr);
+	return 0;
+}
+
+static void region_close(struct region *r)
+{
+	if (r->mr)
+		fi_close(&r->mr->fid);
+	free(r->buf);
+	memset(r, 0, sizeof(*r));
+}
+
+/* A local buffer as the provider wants it: registered only if it says so. */
+static int local_open(struct node *n, struct region *r, size_t len)
+{
+	if (n->info->domain_attr->mr_mode & FI_MR_LOCAL)
+		return region_open(n, r, len, FI_READ | FI_WRITE | FI_SEND | FI_RECV);
+	memset(r, 0, sizeof(*r));
+	r->buf = xbuf(len);
+	r->len = len;
+	return 0;
+}
+
+/* The next completion of n that is not a remote one; -1 on timeout. */
+static int wait_local(struct node *n, struct comp *c)
+{
+	return wait_comp(n, c, WAIT_MS);
+}
+
+static struct node *ns[2];
+static struct region tgt, loc;
+
+static int open_pair(void)
+{
+	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+		       FI_MR_LOCAL | FI_MR_ENDPOINT;
+	ns[0] = node_open(0, FI_MSG | FI_RMA, 0);
+	ns[1] = node_open(1, FI_MSG | FI_RMA, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		return -1;
+	if (region_open(ns[1], &tgt, RBUF, FI_REMOTE_WRITE | FI_REMOTE_READ) ||
+	    local_open(ns[0], &loc, RBUF))
+		return -1;
+	return 0;
+}
+
+/* Write len bytes in three local pieces, then read them back. */
+static void test_write_read(void)
+{
+	struct comp c;
+	size_t i, len, a, b;
+	int ok = 1;
+
+	for (i = 0; ok && i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct iovec iov[3];
+		void *desc[3] = { loc.desc, loc.desc, loc.desc };
+
+		len = sizes[i];
+		a = len / 3;
+		b = len / 2;
+		ibft_fill(loc.buf, len, (unsigned)(100 + i));
+		memset(tgt.buf, 0, len);
+		iov[0] = (struct iovec){ loc.buf, a };
+		iov[1] = (struct iovec){ loc.buf + a, b - a };
+		iov[2] = (struct iovec){ loc.buf + b, len - b };
+		ok = !POST(fi_writev(ns[0]->ep, iov, desc, 3, ns[0]->peer[1],
+				     tgt.addr, tgt.key, &c)) &&
+		     !wait_local(ns[0], &c) && !c.err &&
+		     (c.e.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE) &&
+		     ibft_verify(tgt.buf, len, (unsigned)(100 + i));
+		IBFT_CHECK(ok, "rma-writev", "%zu bytes in 3 iovs: %s", len,
+			   c.err ? fi_strerror(c.err) : "data or flags wrong");
+		if (!ok)
+			break;
+		ibft_fill(tgt.buf, len, (unsigned)(200 + i));
+		memset(loc.buf, 0, len);
+		ok = !POST(fi_read(ns[0]->ep, loc.buf, len, loc.desc,
+				   ns[0]->peer[1], tgt.addr, tgt.key, &c)) &&
+		     !wait_local(ns[0], &c) && !c.err &&
+		     (c.e.flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ) &&
+		     ibft_verify(loc.buf, len, (unsigned)(200 + i));
+		IBFT_CHECK(ok, "rma-read", "%zu bytes: %s", len,
+			   c.err ? fi_strerror(c.err) : "data or flags wrong");
+	}
+}
+
+/* At an offset, into the middle of the region: addresses are virtual. */
+static void test_offset(void)
+{
+	struct comp c;
+	size_t off = 4096 + 13, len = 5000;
+	int ok;
+
+	memset(tgt.buf, 0, RBUF);
+	ibft_fill(loc.buf, len, 7);
+	ok = !POST(fi_write(ns[0]->ep, loc.buf, len, loc.desc, ns[0]->peer[1],
+			    tgt.addr + off, tgt.key, &c)) &&
+	     !wait_local(ns[0], &c) && !c.err &&
+	     ibft_verify(tgt.buf + off, len, 7) && tgt.buf[off - 1] == 0 &&
+	     tgt.buf[off + len] == 0;
+	IBFT_CHECK(ok, "rma-write-offset", "%zu bytes at offset %zu", len, off);
+}
+
+/* Remote CQ data: B's CQ says FI_REMOTE_CQ_DATA | FI_RMA | FI_REMOTE_WRITE,
+ * with the data, after the bytes are there. */
+static void test_writedata(void)
+{
+	const size_t lens[] = { 0, 100, 100000 };
+	struct comp c, r;
+	size_t i;
+	int ok = 1;
+
+	for (i = 0; ok && i < 3; i++) {
+		uint64_t data = 0x1234567800000000ull + i;
+
+		ibft_fill(loc.buf, lens[i], (unsigned)(300 + i));
+		memset(tgt.buf, 0, lens[i] + 1);
+		ok = !POST(fi_writedata(ns[0]->ep, loc.buf, lens[i], loc.desc,
+					data, ns[0]->peer[1], tgt.addr, tgt.key,
+					&c)) &&
+		     !wait_local(ns[0], &c) && !c.err &&
+		     !wait_comp(ns[1], &r, WAIT_MS) && !r.err &&
+		     (r.e.flags & FI_REMOTE_CQ_DATA) && (r.e.flags & FI_RMA) &&
+		     (r.e.flags & FI_REMOTE_WRITE) &&
+		     (r.e.data & 0xffffffffull) == (data & 0xffffffffull) &&
+		     ibft_verify(tgt.buf, lens[i], (unsigned)(300 + i));
+		IBFT_CHECK(ok, "rma-writedata", "%zu bytes: remote completion "
+			   "flags %#llx data %#llx", lens[i],
+			   (unsigned long long)r.e.flags,
+			   (unsigned long long)r.e.data);
+	}
+}
+
+/* Injects: the buffer is free on return; a writedata behind them (same
+ * peer, RC order) says they landed. */
+static void test_inject(void)
+{
+	uint8_t small[64];
+	struct comp r;
+	int i, ok = 1;
+
+	memset(tgt.buf, 0, 64 * 8);
+	for (i = 0; ok && i < 8; i++) {
+		ibft_fill(small, 64, (unsigned)(400 + i));
+		ok = !POST(fi_inject_write(ns[0]->ep, small, 64, ns[0]->peer[1],
+					   tgt.addr + 64 * i, tgt.key));
+		memset(small, 0xee, sizeof(small));	/* ours again */
+	}
+	ok = ok && !POST(fi_inject_writedata(ns[0]->ep, small, 0, 77,
+					     ns[0]->peer[1], tgt.addr, tgt.key)) &&
+	     !wait_comp(ns[1], &r, WAIT_MS) && !r.err && r.e.data == 77;
+	for (i = 0; ok && i < 8; i++)
+		ok = ibft_verify(tgt.buf + 64 * i, 64, (unsigned)(400 + i));
+	IBFT_CHECK(ok, "rma-inject", "8 inject writes and an inject writedata");
+	ok = idle(ns[0], 200) == 0;
+	IBFT_CHECK(ok, "rma-inject-silent", "an inject wrote a completion");
+}
+
+/*
+ * Without FI_MR_LOCAL a desc is optional: one whose region does not cover
+ * the buffer, or lacks the local rights a read needs, must not break the
+ * read (nor the connection).
+ */
+static void test_desc_hint(void)
+{
+	struct region small;
+	uint8_t *big = xbuf(300000);
+	struct comp c;
+	int ok;
+
+	if (ns[0]->info->domain_attr->mr_mode & FI_MR_LOCAL) {
+		free(big);
+		return;		/* descs are required there, and must fit */
+	}
+	if (region_open(ns[0], &small, 4096, FI_REMOTE_READ)) {
+		free(big);
+		return;
+	}
+	ibft_fill(tgt.buf, 300000, 21);
+	ok = !POST(fi_read(ns[0]->ep, big, 300000, small.desc, ns[0]->peer[1],
+			   tgt.addr, tgt.key, &c)) &&
+	     !wait_local(ns[0], &c) && !c.err && ibft_verify(big, 300000, 21);
+	IBFT_CHECK(ok, "rma-desc-hint", "a read with the desc of a 4 KiB "
+		   "remote-read-only region: %s",
+		   c.err ? fi_strerror(c.err) : "data wrong");
+	region_close(&small);
+	free(big);
+}
+
+/* To ourselves: A's own address, A's own region. */
+static void test_self(void)
+{
+	struct region mine;
+	struct comp c;
+	int ok;
+
+	if (region_open(ns[0], &mine, 8192, FI_REMOTE_WRITE | FI_REMOTE_READ))
+		return;
+	memset(mine.buf, 0, 8192);
+	ibft_fill(loc.buf, 3000, 9);
+	ok = !POST(fi_write(ns[0]->ep, loc.buf, 3000, loc.desc, ns[0]->peer[0],
+			    mine.addr, mine.key, &c)) &&
+	     !wait_local(ns[0], &c) && !c.err && ibft_verify(mine.buf, 3000, 9);
+	IBFT_CHECK(ok, "rma-self", "a write to our own address");
+	region_close(&mine);
+}
+
+/* A wrong key, a range past the region: the op fails, the next works. */
+static void test_bad_access(void)
+{
+	struct comp c;
+	int ok, ret;
+
+	ret = (int)POST(fi_write(ns[0]->ep, loc.buf, 100, loc.desc, ns[0]->peer[1],
+				 tgt.addr, tgt.key ^ 0x5a5a00, &c));
+	ok = ret < 0 || (!wait_local(ns[0], &c) && c.err);
+	IBFT_CHECK(ok, "rma-bad-key", "a write with a wrong key did not fail");
+	ret = (int)POST(fi_write(ns[0]->ep, loc.buf, 4096, loc.desc, ns[0]->peer[1],
+				 tgt.addr + RBUF - 100, tgt.key, &c));
+	ok = ret < 0 || (!wait_local(ns[0], &c) && c.err);
+	IBFT_CHECK(ok, "rma-past-region", "a write past the region did not fail");
+	if (ibft_deviates("verbs;ofi_rxm", "rma-after-error", "rxm keeps the "
+			  "broken connection: the next write fails (canceled)"))
+		return;
+	ibft_fill(loc.buf, 100, 11);
+	ok = !POST(fi_write(ns[0]->ep, loc.buf, 100, loc.desc, ns[0]->peer[1],
+			    tgt.addr, tgt.key, &c)) &&
+	     !wait_local(ns[0], &c) && !c.err && ibft_verify(tgt.buf, 100, 11);
+	IBFT_CHECK(ok, "rma-after-error", "a good write after the failures: %s",
+		   c.err ? fi_strerror(c.err) : "data wrong");
+}
+
+static struct fid_cntr *cntr_open(struct node *n)
+{
+	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP };
+	struct fid_cntr *c = NULL;
+
+	if (fi_cntr_open(n->domain, &attr, &c, NULL))
+		return NULL;
+	return c;
+}
+
+/* Closed after the endpoints they are bound to. */
+static struct fid_cntr *wr, *rd, *rw;
+
+/* FI_WRITE and FI_READ counters at A; FI_REMOTE_WRITE at B (writedata). */
+static void test_counters(void)
+{
+	const uint64_t fa[2] = { FI_WRITE, FI_READ }, fb[1] = { FI_REMOTE_WRITE };
+	struct fid_cntr *ca[2], *cb[1];
+	struct region t2 = { 0 };
+	struct comp c;
+	ssize_t ret = 0;
+	int i, ok;
+
+	wr = cntr_open(ns[0]);
+	rd = cntr_open(ns[0]);
+	rw = cntr_open(ns[1]);
+	ca[0] = wr;
+	ca[1] = rd;
+	cb[0] = rw;
+	ok = wr && rd && rw;
+
+	ok = ok && !node_ep_open_bind(ns[0], FI_SELECTIVE_COMPLETION, ca, fa, 2) &&
+	     !node_ep_open_bind(ns[1], 0, cb, fb, 1) && !insert_all(ns, 2) &&
+	     !region_open(ns[1], &t2, 8192, FI_REMOTE_WRITE | FI_REMOTE_READ);
+	IBFT_CHECK(ok, "rma-cntr-bind", "counters with FI_WRITE, FI_READ, "
+		   "FI_REMOTE_WRITE");
+	for (i = 0; ok && i < 5; i++)
+		ok = !(ret = POST(fi_write(ns[0]->ep, loc.buf, 100, loc.desc,
+					   ns[0]->peer[1], t2.addr, t2.key, NULL)));
+	for (i = 0; ok && i < 3; i++)
+		ok = !(ret = POST(fi_read(ns[0]->ep, loc.buf, 100, loc.desc,
+					  ns[0]->peer[1], t2.addr, t2.key, NULL)));
+	ok = ok && !(ret = POST(fi_writedata(ns[0]->ep, loc.buf, 8, loc.desc, 5,
+					     ns[0]->peer[1], t2.addr, t2.key,
+					     NULL)));
+	IBFT_CHECK(ok, "rma-cntr-post", "posting: %s", fi_strerror((int)-ret));
+	for (i = 0; ok && i < 2000 && (fi_cntr_read(wr) < 6 ||
+				       fi_cntr_read(rd) < 3 ||
+				       fi_cntr_read(rw) < 1); i++)
+		idle(ns[0], 10);
+	ok = ok && fi_cntr_read(wr) == 6 && fi_cntr_read(rd) == 3 &&
+	     fi_cntr_read(rw) == 1 && !fi_cntr_readerr(wr);
+	IBFT_CHECK(ok, "rma-cntr", "write %llu (6), read %llu (3), remote "
+		   "write %llu (1); errors %llu, %llu, %llu",
+		   wr ? (unsigned long long)fi_cntr_read(wr) : 0ull,
+		   rd ? (unsigned long long)fi_cntr_read(rd) : 0ull,
+		   rw ? (unsigned long long)fi_cntr_read(rw) : 0ull,
+		   wr ? (unsigned long long)fi_cntr_readerr(wr) : 0ull,
+		   rd ? (unsigned long long)fi_cntr_readerr(rd) : 0ull,
+		   rw ? (unsigned long long)fi_cntr_readerr(rw) : 0ull);
+	/* The writedata's remote completion is still in B's CQ. */
+	ok = !wait_comp(ns[1], &c, WAIT_MS) && (c.e.flags & FI_REMOTE_CQ_DATA);
+	IBFT_CHECK(ok, "rma-cntr-remote-cq", "no remote completion at B");
+	region_close(&t2);
+}
+
+/* Opened for messages only: RMA is refused, not attempted. */
+static void test_no_rma_caps(void)
+{
+	struct node *a, *b;
+	uint8_t buf[8];
+	int ret;
+
+	want_mr_mode = 0;
+	a = node_open(0, FI_MSG, 0);
+	b = node_open(1, FI_MSG, 0);
+	if (!a || !b || insert_all((struct node *[]){ a, b }, 2))
+		goto out;
+	IBFT_CHECK(!(a->info->caps & FI_RMA) &&
+		   a->info->domain_attr->mr_mode == 0, "rma-msg-only-info",
+		   "messaging caps got mr_mode %#x, caps %#llx",
+		   a->info->domain_attr->mr_mode,
+		   (unsigned long long)a->info->caps);
+	if (ibft_deviates("verbs;ofi_rxm", "rma-refused-without-cap",
+			  "rxm posts RMA on an endpoint opened without FI_RMA"))
+		goto out;
+	ret = (int)fi_write(a->ep, buf, sizeof(buf), NULL, a->peer[1], 0, 1, NULL);
+	IBFT_CHECK(ret == -FI_EOPNOTSUPP || ret == -FI_ENOSYS,
+		   "rma-refused-without-cap", "fi_write returned %d", ret);
+out:
+	close_all();
+}
+
+int main(int argc, char **argv)
+{
+	ibft_parse(argc, argv, "-s ADDR_A [-d ADDR_B]");
+	if (!ibft_opts.src) {
+		fprintf(stderr, "ibft_rdm_rma needs -s ADDR_A\n");
+		return 2;
+	}
+	if (!open_pair()) {
+		test_write_read();
+		test_offset();
+		test_writedata();
+		test_inject();
+		test_self();
+		test_desc_hint();
+		test_bad_access();
+	}
+	region_close(&tgt);
+	if (ns[0] && ns[1] && loc.buf)
+		test_counters();
+	region_close(&loc);
+	/* Endpoints, then the counters bound to them, then the rest. */
+	for (int i = 0; i < 2; i++) {
+		if (ns[i] && ns[i]->ep) {
+			fi_close(&ns[i]->ep->fid);
+			ns[i]->ep = NULL;
+		}
+	}
+	if (wr)
+		fi_close(&wr->fid);
+	if (rd)
+		fi_close(&rd->fid);
+	if (rw)
+		fi_close(&rw->fid);
+	close_all();
+	test_no_rma_caps();
+	return ibft_finish();
+}
