@@ -177,6 +177,9 @@ int ibf_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		    void *context);
 
 /* ---- domain ---- */
+#define IBF_MR_BUCKET_BITS 10
+#define IBF_MR_BUCKETS (1u << IBF_MR_BUCKET_BITS)
+struct ibf_mr;
 struct ibf_domain {
 	struct fid_domain domain_fid;
 	struct ibf_fabric *fabric;
@@ -186,6 +189,9 @@ struct ibf_domain {
 	struct ibv_device_attr dev_attr;
 	struct fi_info *info;
 	int ref;
+	/* Its MRs by key, for requests a peer's bytes name (atomics). */
+	pthread_mutex_t mr_lock;
+	struct ibf_mr *mr_bucket[IBF_MR_BUCKETS];
 };
 int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		    struct fid_domain **domain, void *context);
@@ -203,8 +209,16 @@ struct ibf_mr {
 	struct ibf_domain *domain;
 	struct ibv_mr *mr;
 	int ibv_access;		/* what it was registered with */
+	struct ibf_mr *key_next;	/* in its domain's bucket (mr_lock) */
 };
 extern struct fi_ops_mr ibf_mr_ops;
+/*
+ * Whether [addr, addr + len) lies in a region of dom whose key is key and
+ * which grants ibv_access (IBV_ACCESS_REMOTE_*): 0, or -FI_EACCES.  For
+ * requests whose key and address come from a peer's bytes.
+ */
+int ibf_mr_target_check(struct ibf_domain *dom, uint64_t key, uint64_t addr,
+			size_t len, int ibv_access);
 int ibf_mr_access_to_ibv(uint64_t access);
 
 /*

@@ -40,6 +40,7 @@ enum ibf_rdm_op_state {
 	IBF_RDM_DRAIN,		/* the last work request of a dead QP */
 	IBF_RDM_BOUNCE_SPARE,	/* an eager buffer out of the SRQ, unused */
 	IBF_RDM_TX_RMA,		/* an RMA write or read posted */
+	IBF_RDM_TX_ATOMIC,	/* an atomic request sent, its answer awaited */
 };
 
 /* What a send op posts (ibf_rdm_rma.c builds the RMA ones). */

@@ -74,9 +74,12 @@ void ibf_rdm_on_read(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
 /* Send op's own completion came: half of a rendezvous send. */
 void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err);
+/* Post the answer built in bounce b (b->wire_len bytes) to its sender;
+ * b goes back to the SRQ once it is sent (a full queue parks it). */
+void ibf_rdm_reply_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
 /* Reads and FINs parked on conn go on (or fail, if it ended). */
 void ibf_rdm_unstall(struct ibf_rdm_conn *conn);
-/* Rendezvous sends of ended connection lives fail. */
+/* Rendezvous sends and atomics of ended connection lives fail. */
 void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
 
 /* ---- ibf_rdm_rma.c, for ibf_rdm_proto.c ---- */
@@ -88,5 +91,15 @@ void ibf_rdm_rma_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
 /* Receive ops were freed: report the WDATAs that waited for one. */
 void ibf_rdm_wdata_drain(struct ibf_rdm_ep *ep);
+
+/* ---- ibf_rdm_atomic.c, for ibf_rdm_proto.c ---- */
+
+/* An atomic request (b, byte_len bytes) to apply and answer; an answer
+ * to one of ours; our request's own completion (err 0 or -FI_E*). */
+void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+		       uint32_t byte_len);
+void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			    uint32_t byte_len);
+void ibf_rdm_atomic_sent(struct ibf_rdm_op *op, int err);
 
 #endif /* IBF_RDM_PROTO_H */

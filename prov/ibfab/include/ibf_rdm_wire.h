@@ -8,6 +8,10 @@
  *   PING   nothing: is the peer still there? (its completion says)
  *   WDATA  nothing: the RDMA WRITE just before it on this QP carried remote
  *          CQ data (in data; tag: the write's length, reported only)
+ *   ATOMIC  an atomic on the receiver's memory (struct ibf_rdm_atomic, then
+ *          count operands, then count compare values)
+ *   ATOMIC_RESP  its answer (the same struct, status set, then the old
+ *          values if it fetched)
  * The connection layer (ibf_rdm_conn.h) sends PINGs and the private data of
  * rdma_cm requests; the protocol layer (ibf_rdm_proto.h) everything else.
  *
@@ -29,7 +33,10 @@ struct ibf_name {
 	uint8_t bytes[IBF_ADDR_MAX];
 };
 
-enum { IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING, IBF_RDM_WDATA };
+enum {
+	IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING, IBF_RDM_WDATA,
+	IBF_RDM_ATOMIC, IBF_RDM_ATOMIC_RESP
+};
 #define IBF_RDM_F_TAGGED 1
 #define IBF_RDM_F_DATA 2
 struct ibf_rdm_hdr {
@@ -60,6 +67,16 @@ struct ibf_rdm_rts {
 struct ibf_rdm_fin {
 	uint32_t cookie;
 	int32_t status;		/* 0, or -FI_E* the reader met */
+};
+
+struct ibf_rdm_atomic {
+	uint64_t addr;		/* the target's virtual address */
+	uint64_t key;		/* its region's key */
+	uint32_t cookie;	/* the sender's op, echoed in the answer */
+	uint32_t count;		/* elements */
+	uint8_t op, datatype, kind, rsvd;	/* enum fi_op, fi_datatype,
+						 * ibf_atomic_kind */
+	int32_t status;		/* the answer: 0 or -FI_E* */
 };
 
 /* Private data of a connect request and its accept. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ibf_atomic.h"
 #include "ibf_rdm.h"
 
 static int ibf_domain_close(struct fid *fid)
@@ -29,6 +30,7 @@ static int ibf_domain_close(struct fid *fid)
 		return ibf_errno_to_fi(ret);
 	}
 	rdma_free_devices(dom->dev_list);
+	pthread_mutex_destroy(&dom->mr_lock);
 	ibf_ref_put(&dom->fabric->ref);
 	fi_freeinfo(dom->info);
 	free(dom);
@@ -60,11 +62,24 @@ static int ibf_domain_no_stx(struct fid_domain *domain, struct fi_tx_attr *attr,
 	return -FI_ENOSYS;
 }
 
-static int ibf_domain_no_atomic(struct fid_domain *domain,
-				enum fi_datatype datatype, enum fi_op op,
-				struct fi_atomic_attr *attr, uint64_t flags)
+/* fi_query_atomic: what RDM endpoints apply (ibf_rdm_atomic.c). */
+static int ibf_domain_query_atomic(struct fid_domain *domain,
+				   enum fi_datatype datatype, enum fi_op op,
+				   struct fi_atomic_attr *attr, uint64_t flags)
 {
-	return -FI_ENOSYS;
+	enum ibf_atomic_kind kind = (flags & FI_COMPARE_ATOMIC) ? IBF_ATOMIC_COMPARE :
+				    (flags & FI_FETCH_ATOMIC) ? IBF_ATOMIC_FETCH :
+				    IBF_ATOMIC_PLAIN;
+
+	(void)domain;
+	if (!attr)
+		return -FI_EINVAL;
+	if ((flags & FI_TAGGED) || !ibf_atomic_valid(datatype, op, kind))
+		return -FI_EOPNOTSUPP;
+	attr->size = ibf_atomic_size(datatype);
+	attr->count = ibf_rdm_atomic_max(ibf_params.eager_size, datatype,
+					 kind == IBF_ATOMIC_COMPARE);
+	return 0;
 }
 
 static int ibf_domain_no_collective(struct fid_domain *domain,
@@ -95,7 +110,7 @@ static struct fi_ops_domain ibf_domain_ops = {
 	.poll_open = ibf_poll_open,
 	.stx_ctx = ibf_domain_no_stx,
 	.srx_ctx = ibf_srx_open,
-	.query_atomic = ibf_domain_no_atomic,
+	.query_atomic = ibf_domain_query_atomic,
 	.query_collective = ibf_domain_no_collective,
 	.endpoint2 = NULL,
 };
@@ -140,6 +155,7 @@ int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		goto err;
 	}
 	dom->fabric = fab;
+	pthread_mutex_init(&dom->mr_lock, NULL);
 	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom->domain_fid.fid.context = context;
 	dom->domain_fid.fid.ops = &ibf_domain_fi_ops;

@@ -34,11 +34,67 @@ int ibf_mr_access_to_ibv(uint64_t access)
 	return ibv;
 }
 
+/* ---- regions by key ---- */
+
+static struct ibf_mr **ibf_mr_slot(struct ibf_domain *dom, uint32_t key)
+{
+	return &dom->mr_bucket[(key * 2654435761u) >> (32 - IBF_MR_BUCKET_BITS)];
+}
+
+static void ibf_mr_key_add(struct ibf_domain *dom, struct ibf_mr *mr)
+{
+	struct ibf_mr **slot = ibf_mr_slot(dom, mr->mr->rkey);
+
+	pthread_mutex_lock(&dom->mr_lock);
+	mr->key_next = *slot;
+	*slot = mr;
+	pthread_mutex_unlock(&dom->mr_lock);
+}
+
+static void ibf_mr_key_del(struct ibf_domain *dom, struct ibf_mr *mr)
+{
+	struct ibf_mr **p;
+
+	pthread_mutex_lock(&dom->mr_lock);
+	for (p = ibf_mr_slot(dom, mr->mr->rkey); *p; p = &(*p)->key_next) {
+		if (*p == mr) {
+			*p = mr->key_next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&dom->mr_lock);
+}
+
+int ibf_mr_target_check(struct ibf_domain *dom, uint64_t key, uint64_t addr,
+			size_t len, int ibv_access)
+{
+	struct ibf_mr *mr;
+	uint64_t start, end;
+	int ret = -FI_EACCES;
+
+	if (key > UINT32_MAX)
+		return ret;
+	pthread_mutex_lock(&dom->mr_lock);
+	for (mr = *ibf_mr_slot(dom, (uint32_t)key); mr; mr = mr->key_next) {
+		if (mr->mr->rkey != key)
+			continue;
+		start = (uintptr_t)mr->mr->addr;
+		end = start + mr->mr->length;
+		if (addr >= start && addr + len <= end && addr + len >= addr &&
+		    (mr->ibv_access & ibv_access) == ibv_access)
+			ret = 0;
+		break;
+	}
+	pthread_mutex_unlock(&dom->mr_lock);
+	return ret;
+}
+
 static int ibf_mr_close(struct fid *fid)
 {
 	struct ibf_mr *mr = container_of(fid, struct ibf_mr, mr_fid.fid);
 	int ret;
 
+	ibf_mr_key_del(mr->domain, mr);
 	ret = ibv_dereg_mr(mr->mr);
 	if (ret) {
 		IBF_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(ret));
@@ -117,6 +173,7 @@ static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
 	mr->mr_fid.fid.ops = &ibf_mr_fi_ops;
 	mr->mr_fid.mem_desc = mr;
 	mr->mr_fid.key = mr->mr->rkey;
+	ibf_mr_key_add(dom, mr);
 	ibf_ref_get(&dom->ref);
 	*mr_fid = &mr->mr_fid;
 	return 0;

@@ -629,6 +629,7 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ep->ep_fid.msg = &ibf_rdm_msg_ops;
 	ep->ep_fid.tagged = &ibf_rdm_tagged_ops;
 	ep->ep_fid.rma = &ibf_rdm_rma_ops;
+	ep->ep_fid.atomic = &ibf_rdm_atomic_ops;
 	ibf_ref_get(&dom->ref);
 	ret = ibf_rdm_cm_listen(ep, info);
 	if (ret) {

@@ -339,7 +339,7 @@ static struct ibf_cntr *ibf_rdm_op_cntr(struct ibf_rdm_op *op)
 	struct ibf_rdm_ep *ep = op->ep;
 	uint64_t f = op->op.flags;
 
-	if (unlikely(f & FI_RMA))
+	if (unlikely(f & (FI_RMA | FI_ATOMIC)))
 		return ep->cntr[(f & FI_REMOTE_WRITE) ? IBF_RDM_CNTR_REMOTE_WRITE :
 				(f & FI_REMOTE_READ) ? IBF_RDM_CNTR_REMOTE_READ :
 				(f & FI_READ) ? IBF_RDM_CNTR_READ :

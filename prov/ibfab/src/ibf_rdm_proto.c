@@ -297,6 +297,12 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	case IBF_RDM_WDATA:
 		ibf_rdm_on_wdata(ep, b);
 		return;
+	case IBF_RDM_ATOMIC:
+		ibf_rdm_on_atomic(ep, b, wc->byte_len);
+		return;
+	case IBF_RDM_ATOMIC_RESP:
+		ibf_rdm_on_atomic_resp(ep, b, wc->byte_len);
+		return;
 	case IBF_RDM_EAGER:
 		b->op.len = wc->byte_len - IBF_RDM_HDR;
 		break;
@@ -326,6 +332,8 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		ibf_rdm_bounce_release(ep, op);	/* its FIN went */
 	else if (op->state == IBF_RDM_TX_RMA)
 		ibf_rdm_rma_sent(ep, op, wc);
+	else if (op->state == IBF_RDM_TX_ATOMIC)
+		ibf_rdm_atomic_sent(op, -ibf_wc_status_to_fi(wc->status));
 	else if (op->state == IBF_RDM_RX_READ)
 		ibf_rdm_on_read(ep, op, wc);
 	else if (op->state == IBF_RDM_TX_RTS)

@@ -97,17 +97,17 @@ static int ibf_rdm_bounce_stale(const struct ibf_rdm_op *b)
 	return ibf_rdm_epoch_over(b->conn, b->epoch);
 }
 
-/* Post the FIN built in bounce b; a full send queue parks it. */
-static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+void ibf_rdm_reply_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 {
 	struct ibf_rdm_conn *conn = b->conn;
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)b->mem,
-		.length = IBF_RDM_HDR + sizeof(struct ibf_rdm_fin),
+		.length = b->wire_len,
 		.lkey = b->mem_lkey,
 	};
 	int ret;
 
+	b->state = IBF_RDM_BOUNCE_FIN;
 	if (ibf_rdm_bounce_stale(b)) {
 		ibf_rdm_bounce_release(ep, b);	/* no one to answer any more */
 		return;
@@ -117,7 +117,7 @@ static void ibf_rdm_fin_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 		ibf_rdm_stall(conn, b);
 	} else if (ret) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot answer a "
-			       "rendezvous: %s\n", fi_strerror(-ret));
+			       "peer: %s\n", fi_strerror(-ret));
 		ibf_rdm_bounce_release(ep, b);
 	}
 }
@@ -135,8 +135,8 @@ static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	hdr->flags = 0;
 	fin->cookie = cookie;
 	fin->status = status;
-	b->state = IBF_RDM_BOUNCE_FIN;
-	ibf_rdm_fin_post(ep, b);
+	b->wire_len = IBF_RDM_HDR + sizeof(*fin);
+	ibf_rdm_reply_post(ep, b);
 }
 
 /* Drop a held message (FI_DISCARD): an RTS still gets its FIN. */
@@ -154,8 +154,9 @@ static int ibf_rdm_rx_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 {
 	struct ibv_mr *mr;
 
-	if (r->desc[i] && !ibf_desc_lkey(r->desc[i], lkey))
-		return 0;
+	if (ibf_desc_covers(r->desc[i], r->iov[i].iov_base, r->iov[i].iov_len,
+			    1, lkey))
+		return 0;	/* a desc is a hint: used where it fits */
 	mr = ibv_reg_mr(ep->domain->pd, r->iov[i].iov_base, r->iov[i].iov_len,
 			IBV_ACCESS_LOCAL_WRITE);
 	if (!mr) {
@@ -302,7 +303,7 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
 
 	while ((op = ibf_rdm_unstall_next(conn))) {
 		if (op->is_bounce)
-			ibf_rdm_fin_post(ep, op);	/* may park it again */
+			ibf_rdm_reply_post(ep, op);	/* may park it again */
 		else
 			ibf_rdm_read_more(ep, op);
 		if (op->stalled)
@@ -322,7 +323,7 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep)
 
 	for (i = 0; i < ep->ntx; i++) {
 		op = &ep->ops[i];
-		if (op->state != IBF_RDM_TX_RTS ||
+		if ((op->state != IBF_RDM_TX_RTS && op->state != IBF_RDM_TX_ATOMIC) ||
 		    !ibf_rdm_epoch_over(op->conn, op->epoch))
 			continue;
 		op->epoch = op->conn->epoch;	/* counted once */

@@ -1,0 +1,337 @@
+/*
+ * ibft_rdm_atomic: atomics on RDM endpoints (fi_atomic(3)).
+ *
+ * Every (op, datatype) the provider says it supports, in plain, fetching
+ * and compare forms, checked against the same operation done locally;
+ * the sizes fi_atomicvalid reports; several endpoints (the target itself
+ * among them) hammering one 64-bit counter with a mix of fetch-add,
+ * compare-swap increments and 32-bit adds on its low half, losing
+ * nothing; a wrong key fails the operation, not the peer.
+ *
+ *   ibft_rdm_atomic -p PROV -s ADDR_A [-d ADDR_B]
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_atomic.h>
+
+#include "ibft.h"
+#include "ibft_rdm_node.h"
+
+#define NODES 4
+static struct node *ns[NODES];
+static struct fid_mr *mr;
+static uint64_t key, base;
+static uint8_t target[64] __attribute__((aligned(64)));
+
+static size_t dt_size(enum fi_datatype dt)
+{
+	switch (dt) {
+	case FI_INT8: case FI_UINT8: return 1;
+	case FI_INT16: case FI_UINT16: return 2;
+	case FI_INT32: case FI_UINT32: case FI_FLOAT: return 4;
+	case FI_INT64: case FI_UINT64: case FI_DOUBLE: return 8;
+	default: return 0;
+	}
+}
+
+/* Small values every type holds, so results are exact. */
+static void put(enum fi_datatype dt, void *p, int v)
+{
+	switch (dt) {
+	case FI_INT8: *(int8_t *)p = (int8_t)v; break;
+	case FI_UINT8: *(uint8_t *)p = (uint8_t)v; break;
+	case FI_INT16: *(int16_t *)p = (int16_t)v; break;
+	case FI_UINT16: *(uint16_t *)p = (uint16_t)v; break;
+	case FI_INT32: *(int32_t *)p = v; break;
+	case FI_UINT32: *(uint32_t *)p = (uint32_t)v; break;
+	case FI_INT64: *(int64_t *)p = v; break;
+	case FI_UINT64: *(uint64_t *)p = (uint64_t)v; break;
+	case FI_FLOAT: *(float *)p = (float)v; break;
+	case FI_DOUBLE: *(double *)p = v; break;
+	default: break;
+	}
+}
+
+static double get(enum fi_datatype dt, const void *p)
+{
+	switch (dt) {
+	case FI_INT8: return *(const int8_t *)p;
+	case FI_UINT8: return *(const uint8_t *)p;
+	case FI_INT16: return *(const int16_t *)p;
+	case FI_UINT16: return *(const uint16_t *)p;
+	case FI_INT32: return *(const int32_t *)p;
+	case FI_UINT32: return *(const uint32_t *)p;
+	case FI_INT64: return (double)*(const int64_t *)p;
+	case FI_UINT64: return (double)*(const uint64_t *)p;
+	case FI_FLOAT: return *(const float *)p;
+	case FI_DOUBLE: return *(const double *)p;
+	default: return 0;
+	}
+}
+
+/* What op makes of old o with operand a and compare c (small values). */
+static double expect(enum fi_op op, double o, double a, double c)
+{
+	long lo = (long)o, la = (long)a, lc = (long)c;
+
+	switch (op) {
+	case FI_MIN: return a < o ? a : o;
+	case FI_MAX: return a > o ? a : o;
+	case FI_SUM: return o + a;
+	case FI_PROD: return o * a;
+	case FI_LOR: return lo || la;
+	case FI_LAND: return lo && la;
+	case FI_LXOR: return !lo != !la;
+	case FI_BOR: return (double)(lo | la);
+	case FI_BAND: return (double)(lo & la);
+	case FI_BXOR: return (double)(lo ^ la);
+	case FI_ATOMIC_READ: return o;
+	case FI_ATOMIC_WRITE: return a;
+	case FI_CSWAP: return c == o ? a : o;
+	case FI_CSWAP_NE: return c != o ? a : o;
+	case FI_CSWAP_LE: return c <= o ? a : o;
+	case FI_CSWAP_LT: return c < o ? a : o;
+	case FI_CSWAP_GE: return c >= o ? a : o;
+	case FI_CSWAP_GT: return c > o ? a : o;
+	case FI_MSWAP: return (double)((la & lc) | (lo & ~lc));
+	default: return o;
+	}
+}
+
+enum form { PLAIN, FETCH, COMPARE };
+
+/* One op on one datatype in one form: 0 passed, 1 not supported, -1 failed. */
+static int one(enum form f, enum fi_op op, enum fi_datatype dt)
+{
+	struct fid_ep *ep = ns[1]->ep;
+	uint8_t opnd[8], cmp[8], res[8];
+	size_t count = 0, size = dt_size(dt);
+	struct comp c;
+	int ret, o = 6, a = 3, cv = 6;
+
+	ret = f == PLAIN ? fi_atomicvalid(ep, dt, op, &count) :
+	      f == FETCH ? fi_fetch_atomicvalid(ep, dt, op, &count) :
+	      fi_compare_atomicvalid(ep, dt, op, &count);
+	if (ret)
+		return 1;
+	if (!size || !count)
+		return -1;
+	put(dt, target, o);
+	put(dt, opnd, a);
+	put(dt, cmp, cv);
+	memset(res, 0, sizeof(res));
+	if (f == PLAIN)
+		ret = (int)POST(fi_atomic(ep, opnd, 1, NULL, ns[1]->peer[0],
+					  base, key, dt, op, &c));
+	else if (f == FETCH)
+		ret = (int)POST(fi_fetch_atomic(ep, op == FI_ATOMIC_READ ? NULL : opnd,
+						1, NULL, res, NULL, ns[1]->peer[0],
+						base, key, dt, op, &c));
+	else
+		ret = (int)POST(fi_compare_atomic(ep, opnd, 1, NULL, cmp, NULL, res,
+						  NULL, ns[1]->peer[0], base, key,
+						  dt, op, &c));
+	if (ret || wait_comp(ns[1], &c, WAIT_MS) || c.err)
+		return -1;
+	if (get(dt, target) != expect(op, o, a, cv))
+		return -1;
+	if (f != PLAIN && get(dt, res) != o)
+		return -1;
+	return 0;
+}
+
+static void test_all_ops(void)
+{
+	static const enum fi_datatype dts[] = { FI_INT8, FI_UINT8, FI_INT16,
+		FI_UINT16, FI_INT32, FI_UINT32, FI_INT64, FI_UINT64, FI_FLOAT,
+		FI_DOUBLE };
+	int form, op, i, r, passed = 0, failed = 0, none = 0;
+	char first[96] = "";
+
+	for (form = PLAIN; form <= COMPARE; form++) {
+		for (op = FI_MIN; op < FI_ATOMIC_OP_LAST; op++) {
+			for (i = 0; i < (int)(sizeof(dts) / sizeof(dts[0])); i++) {
+				r = one(form, op, dts[i]);
+				passed += r == 0;
+				none += r == 1;
+				if (r < 0 && !failed++)
+					snprintf(first, sizeof(first), "form %d op "
+						 "%d datatype %d", form, op, dts[i]);
+			}
+		}
+	}
+	IBFT_CHECK(!failed && passed, "atomic-all-ops", "%d passed, %d failed "
+		   "(first: %s), %d not supported", passed, failed, first, none);
+	/* What MPI one-sided needs without asking (Open MPI's BTL). */
+	IBFT_CHECK(!one(PLAIN, FI_SUM, FI_UINT64) && !one(FETCH, FI_SUM, FI_UINT64) &&
+		   !one(FETCH, FI_SUM, FI_UINT32) &&
+		   !one(FETCH, FI_ATOMIC_WRITE, FI_UINT64) &&
+		   !one(COMPARE, FI_CSWAP, FI_UINT64) &&
+		   !one(COMPARE, FI_CSWAP, FI_UINT32), "atomic-btl-set",
+		   "sum, swap and compare-swap on 32 and 64 bits");
+}
+
+/* Several elements in one call: as many as fi_atomicvalid says. */
+static void test_count(void)
+{
+	size_t count = 0, i;
+	uint64_t *opnd, *res;
+	struct comp c;
+	int ok;
+
+	ok = !fi_fetch_atomicvalid(ns[1]->ep, FI_UINT64, FI_SUM, &count) &&
+	     count >= 1;
+	count = count > 8 ? 8 : count;	/* the target region holds 8 */
+	opnd = calloc(count ? count : 1, 8);
+	res = calloc(count ? count : 1, 8);
+	for (i = 0; ok && i < count; i++) {
+		((uint64_t *)target)[i] = 100 * i;
+		opnd[i] = i + 1;
+	}
+	ok = ok && !POST(fi_fetch_atomic(ns[1]->ep, opnd, count, NULL, res, NULL,
+					 ns[1]->peer[0], base, key, FI_UINT64,
+					 FI_SUM, &c)) &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	for (i = 0; ok && i < count; i++)
+		ok = res[i] == 100 * i && ((uint64_t *)target)[i] == 101 * i + 1;
+	IBFT_CHECK(ok, "atomic-count", "%zu elements in one fetch-add", count);
+	free(opnd);
+	free(res);
+}
+
+/*
+ * Every node (node 0, the target, too) adds to one counter at node 0:
+ * fetch-adds, compare-swap increments (retried on a miss), and 32-bit
+ * adds of +1 and -1 on its low half.  The total must come out exact.
+ */
+static void test_hammer(void)
+{
+	enum { ROUNDS = 60 };
+	/* Results land when their op completes: one place per node. */
+	uint64_t one = 1, fetched[NODES], old, want, got;
+	uint32_t up = 1, down = UINT32_MAX;
+	struct comp c;
+	int n, r, ok = 1, posted;
+
+	memset(target, 0, sizeof(target));
+	for (r = 0; ok && r < ROUNDS; r++) {
+		for (n = 0, posted = 0; ok && n < NODES; n++) {
+			struct fid_ep *ep = ns[n]->ep;
+			fi_addr_t to = ns[n]->peer[0];
+
+			switch ((r + n) % 3) {
+			case 0:
+				ok = !POST(fi_fetch_atomic(ep, &one, 1, NULL,
+							   &fetched[n], NULL, to,
+							   base, key,
+							   FI_UINT64, FI_SUM, &c));
+				posted++;
+				break;
+			case 1:
+				ok = !POST(fi_atomic(ep, &up, 1, NULL, to, base,
+						     key, FI_UINT32, FI_SUM, &c)) &&
+				     !POST(fi_atomic(ep, &down, 1, NULL, to, base,
+						     key, FI_UINT32, FI_SUM, &c)) &&
+				     !POST(fi_atomic(ep, &one, 1, NULL, to, base,
+						     key, FI_UINT64, FI_SUM, &c));
+				posted += 3;
+				break;
+			default:
+				do {
+					ok = !POST(fi_fetch_atomic(ep, NULL, 1, NULL,
+								   &old, NULL, to,
+								   base, key,
+								   FI_UINT64,
+								   FI_ATOMIC_READ, &c)) &&
+					     !wait_comp(ns[n], &c, WAIT_MS) && !c.err;
+					want = old + 1;
+					ok = ok && !POST(fi_compare_atomic(ep, &want, 1,
+							NULL, &old, NULL, &got, NULL,
+							to, base, key, FI_UINT64,
+							FI_CSWAP, &c)) &&
+					     !wait_comp(ns[n], &c, WAIT_MS) && !c.err;
+				} while (ok && got != old);
+				break;
+			}
+		}
+		/* Each node's posted ops complete (the CAS ones already did). */
+		for (n = 0; ok && n < NODES; n++) {
+			int k = (r + n) % 3 == 0 ? 1 : (r + n) % 3 == 1 ? 3 : 0;
+
+			while (ok && k--)
+				ok = !wait_comp(ns[n], &c, WAIT_MS) && !c.err;
+		}
+		(void)posted;
+	}
+	IBFT_CHECK(ok && *(uint64_t *)target == (uint64_t)ROUNDS * NODES,
+		   "atomic-hammer", "%d nodes x %d rounds of mixed 64- and "
+		   "32-bit ops on one counter: %llu (want %d)", NODES, ROUNDS,
+		   (unsigned long long)*(uint64_t *)target, ROUNDS * NODES);
+}
+
+/* A wrong key: the operation fails, the peer stays usable. */
+static void test_bad_key(void)
+{
+	uint64_t one = 1, old;
+	struct comp c;
+	int ret, ok;
+
+	ret = (int)POST(fi_fetch_atomic(ns[1]->ep, &one, 1, NULL, &old, NULL,
+					ns[1]->peer[0], base, key ^ 0x5a5a00,
+					FI_UINT64, FI_SUM, &c));
+	ok = ret < 0 || (!wait_comp(ns[1], &c, WAIT_MS) && c.err);
+	IBFT_CHECK(ok, "atomic-bad-key", "an atomic with a wrong key did not fail");
+	if (ibft_deviates("verbs;ofi_rxm", "atomic-after-error", "rxm keeps "
+			  "the broken connection"))
+		return;
+	*(uint64_t *)target = 5;
+	ok = !POST(fi_fetch_atomic(ns[1]->ep, &one, 1, NULL, &old, NULL,
+				   ns[1]->peer[0], base, key, FI_UINT64, FI_SUM,
+				   &c)) &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err && old == 5 &&
+	     *(uint64_t *)target == 6;
+	IBFT_CHECK(ok, "atomic-after-error", "a good atomic after the failure");
+}
+
+int main(int argc, char **argv)
+{
+	int i, ret;
+
+	ibft_parse(argc, argv, "-s ADDR_A [-d ADDR_B]");
+	if (!ibft_opts.src) {
+		fprintf(stderr, "ibft_rdm_atomic needs -s ADDR_A\n");
+		return 2;
+	}
+	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+		       FI_MR_LOCAL | FI_MR_ENDPOINT;
+	for (i = 0; i < NODES; i++)
+		if (!(ns[i] = node_open(i, FI_MSG | FI_ATOMIC, 0)))
+			goto out;
+	if (insert_all(ns, NODES))
+		goto out;
+	ret = fi_mr_reg(ns[0]->domain, target, sizeof(target),
+			FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL);
+	if (!ret && (ns[0]->info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
+		ret = fi_mr_bind(mr, &ns[0]->ep->fid, 0);
+		if (!ret)
+			ret = fi_mr_enable(mr);
+	}
+	if (!IBFT_CHECK(!ret, "atomic-mr", "fi_mr_reg: %s", fi_strerror(-ret)))
+		goto out;
+	key = fi_mr_key(mr);
+	base = (ns[0]->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+	       (uintptr_t)target : 0;
+	if (ibft_deviates("verbs;ofi_rxm", "atomic-all-ops", "rxm's atomics "
+			  "need FI_MR_LOCAL descs this test does not pass"))
+		goto out;
+	test_all_ops();
+	test_count();
+	test_hammer();
+	test_bad_key();
+out:
+	if (mr)
+		fi_close(&mr->fid);
+	close_all();
+	return ibft_finish();
+}
