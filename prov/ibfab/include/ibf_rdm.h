@@ -182,6 +182,11 @@ struct ibf_rdm_ep {
 	int multi_draining;
 	/* Remote CQ data that found no receive op free to carry it. */
 	struct ibf_rdm_list wdata_wait;
+	/* What one-sided work the endpoint did, said at close (FI_LOG_LEVEL
+	 * info): how a user sees that RMA and atomics went through ibfab. */
+	struct {
+		uint64_t writes, reads, atomics, atomics_applied;
+	} stats;
 };
 
 /* Extra bounces are added this many at a time. */

@@ -200,6 +200,8 @@ static ssize_t ibf_rdm_atomic_post(struct ibf_rdm_ep *ep,
 	ret = ibf_rdm_conn_send(conn, op);
 	if (unlikely(ret))
 		ibf_rdm_op_free(op);
+	else
+		ep->stats.atomics++;
 out:
 	ibf_lock_release(&ep->lock);
 	return ret;
@@ -268,7 +270,9 @@ void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			       "%#llx, key %#llx): %s\n", req->op, req->datatype,
 			       req->count, (unsigned long long)req->addr,
 			       (unsigned long long)req->key, fi_strerror(-ret));
-	else if (ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE] && req->op != FI_ATOMIC_READ)
+	else
+		ep->stats.atomics_applied++;
+	if (!ret && ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE] && req->op != FI_ATOMIC_READ)
 		ibf_cntr_count(ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE], 0);
 	hdr->type = IBF_RDM_ATOMIC_RESP;
 	req->status = ret;

@@ -411,6 +411,15 @@ static int ibf_rdm_close(struct fid *fid)
 {
 	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
 
+	if (ep->stats.writes || ep->stats.reads || ep->stats.atomics ||
+	    ep->stats.atomics_applied)
+		IBF_INFO(FI_LOG_EP_CTRL, "endpoint closes: %llu RMA writes, "
+			 "%llu RMA reads, %llu atomics sent, %llu atomics "
+			 "applied for peers\n",
+			 (unsigned long long)ep->stats.writes,
+			 (unsigned long long)ep->stats.reads,
+			 (unsigned long long)ep->stats.atomics,
+			 (unsigned long long)ep->stats.atomics_applied);
 	ibf_rdm_cm_stop(ep);	/* disconnects; QPs in the error state */
 	if (ep->soft_reserved)
 		ibf_rdm_drain(ep);

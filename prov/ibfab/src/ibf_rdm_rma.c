@@ -167,6 +167,10 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 	if (unlikely(ret)) {
 		ibf_rdm_unregister(op);
 		ibf_rdm_op_free(op);
+	} else if (kind == IBF_RDM_WR_READ) {
+		ep->stats.reads++;
+	} else {
+		ep->stats.writes++;
 	}
 out:
 	ibf_lock_release(&ep->lock);
