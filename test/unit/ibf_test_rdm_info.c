@@ -182,6 +182,72 @@ Test(rdm, rma_with_mr_endpoint_and_local_in_hints)
 	fi_freeinfo(h);
 }
 
+/* MPICH 4.x's ch4:ofi hints (src/mpid/ch4/netmod/ofi/init_settings.c). */
+static struct fi_info *mpich_hints(void)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+		  FI_ATOMIC | FI_TAGGED | FI_DIRECTED_RECV | FI_MSG | FI_MULTI_RECV;
+	h->mode = FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV | FI_RX_CQ_DATA;
+	h->addr_format = FI_FORMAT_UNSPEC;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->av_type = FI_AV_TABLE;
+	h->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				  FI_MR_PROV_KEY | FI_MR_LOCAL | FI_MR_ENDPOINT;
+	h->tx_attr->op_flags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+	h->rx_attr->op_flags = FI_COMPLETION;
+	return h;
+}
+
+Test(rdm, mpich_hints_get_an_rdm_entry)
+{
+	struct fi_info *h = mpich_hints();
+	uint64_t want = h->caps;
+
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	cr_assert_eq(ibf_info_narrow(tmpl, FI_VERSION(1, 17), h), 0);
+	cr_assert_eq(tmpl->ep_attr->type, FI_EP_RDM);
+	cr_assert_eq(tmpl->caps & want, want, "caps %#llx lack %#llx",
+		     (unsigned long long)tmpl->caps,
+		     (unsigned long long)(want & ~tmpl->caps));
+	cr_assert_eq(tmpl->mode & ~h->mode, 0, "a mode bit MPICH did not offer");
+	cr_assert_geq(tmpl->domain_attr->cq_data_size, 4);
+	/* Echoed exactly: MPICH refuses FI_THREAD_SAFE for FI_THREAD_DOMAIN. */
+	cr_assert_eq(tmpl->domain_attr->threading, FI_THREAD_DOMAIN);
+	cr_assert_eq(tmpl->domain_attr->av_type, FI_AV_TABLE);
+	cr_assert_eq(tmpl->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	cr_assert_eq(tmpl->domain_attr->mr_mode,
+		     FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	cr_assert_eq(tmpl->tx_attr->op_flags, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+	cr_assert_eq(tmpl->tx_attr->rma_iov_limit, 1);
+	fi_freeinfo(h);
+}
+
+/* Open MPI 4.1's OFI BTL: FI_RMA | FI_ATOMIC, the three mr_mode bits. */
+Test(rdm, open_mpi_btl_hints)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_RMA | FI_ATOMIC;
+	h->mode = FI_CONTEXT;
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+	cr_assert_eq(match(h, FI_VERSION(1, 5)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 5), h);
+	cr_assert_eq(tmpl->caps & (FI_RMA | FI_ATOMIC), FI_RMA | FI_ATOMIC);
+	cr_assert_eq(tmpl->domain_attr->mr_mode,
+		     FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	cr_assert_eq(tmpl->domain_attr->mr_mode & (FI_MR_LOCAL | FI_MR_ENDPOINT), 0);
+	fi_freeinfo(h);
+}
+
 /* Caps left open and no keys in mr_mode: messaging, mr_mode 0. */
 Test(rdm, open_caps_without_keys_leave_rma_out)
 {
