@@ -13,8 +13,10 @@
  *
  *   ibft_rdm_rma -p PROV -s ADDR_A [-d ADDR_B]
  */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ibft.h"
 #include "ibft_rdm_node.h"
@@ -243,6 +245,75 @@ static void test_desc_hint(void)
 	free(big);
 }
 
+/* One RMA from p (write) or into p (read) of len bytes; data checked. */
+static int rma_once(uint8_t *p, size_t len, int read, unsigned seed)
+{
+	struct comp c;
+
+	if (read) {
+		ibft_fill(tgt.buf, len, seed);
+		memset(p, 0, len);
+	} else {
+		ibft_fill(p, len, seed);
+		memset(tgt.buf, 0, len);
+	}
+	if (read ? POST(fi_read(ns[0]->ep, p, len, NULL, ns[0]->peer[1],
+				tgt.addr, tgt.key, &c)) :
+		   POST(fi_write(ns[0]->ep, p, len, NULL, ns[0]->peer[1],
+				 tgt.addr, tgt.key, &c)))
+		return 0;
+	if (wait_local(ns[0], &c) || c.err)
+		return 0;
+	return ibft_verify(read ? p : tgt.buf, len, seed);
+}
+
+/*
+ * Memory the provider registered itself (no FI_MR_LOCAL) and may keep
+ * registered: unmapped and mapped again at the same address, or freed and
+ * allocated again, it has new pages.  An RMA from or into it must use
+ * them, not the old ones a stale registration still pins.
+ */
+static void test_reregistration(void)
+{
+	size_t len = 256 * 1024;
+	uint8_t *p, *q;
+	int ok, r;
+
+	if (ns[0]->info->domain_attr->mr_mode & FI_MR_LOCAL)
+		return;		/* the application registers: nothing to keep */
+	for (r = 0; r < 2; r++) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ok = p != MAP_FAILED && rma_once(p, len, r, 31) &&
+		     rma_once(p, len, r, 32);
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		q = p == MAP_FAILED ? MAP_FAILED :
+		    mmap(p, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		ok = ok && q == p && rma_once(q, len, r, 33);
+		IBFT_CHECK(ok, r ? "rma-read-after-remap" : "rma-write-after-remap",
+			   "an RMA %s memory unmapped and mapped again at the "
+			   "same address", r ? "into" : "from");
+		if (q != MAP_FAILED)
+			munmap(q, len);
+	}
+	/* malloc and free of large blocks are mmap and munmap. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	for (r = 0; r < 2; r++) {
+		p = malloc(len);
+		ok = p && rma_once(p, len, r, 41);
+		free(p);
+		q = malloc(len);
+		ok = ok && q && rma_once(q, len, r, 42);
+		IBFT_CHECK(ok, r ? "rma-read-after-free-malloc" :
+			   "rma-write-after-free-malloc", "an RMA %s memory "
+			   "freed and allocated again (%s address)",
+			   r ? "into" : "from", p == q ? "same" : "another");
+		free(q);
+	}
+}
+
 /* To ourselves: A's own address, A's own region. */
 static void test_self(void)
 {
@@ -352,6 +423,79 @@ static void test_counters(void)
 	region_close(&t2);
 }
 
+/*
+ * FI_RMA_EVENT: the target's counters bound with FI_REMOTE_WRITE and
+ * FI_REMOTE_READ count the writes and reads it was the target of, and a
+ * counter bound to the region (fi_mr_bind) the writes into it, waited
+ * for with fi_cntr_wait alone (it must progress the target).
+ */
+static void test_rma_event(void)
+{
+	struct fid_cntr *c[2] = { NULL, NULL }, *mc = NULL;
+	const uint64_t f[2] = { FI_REMOTE_WRITE, FI_REMOTE_READ };
+	struct region t = { 0 };
+	uint8_t buf[64];
+	struct node *a, *b;
+	int i, ok;
+
+	if (ibft_deviates("verbs;ofi_rxm", "rma-event", "rxm offers no "
+			  "FI_RMA_EVENT"))
+		return;
+	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+		       FI_MR_LOCAL | FI_MR_ENDPOINT;
+	a = node_open(0, FI_MSG | FI_RMA | FI_RMA_EVENT, 0);
+	b = node_open(1, FI_MSG | FI_RMA | FI_RMA_EVENT, 0);
+	if (!a || !b)
+		goto out;
+	c[0] = cntr_open(b);
+	c[1] = cntr_open(b);
+	mc = cntr_open(b);
+	ok = c[0] && c[1] && mc && !node_ep_open_bind(b, 0, c, f, 2) &&
+	     !insert_all((struct node *[]){ a, b }, 2) &&
+	     !region_open(b, &t, 4096, FI_REMOTE_WRITE | FI_REMOTE_READ) &&
+	     !fi_mr_bind(t.mr, &mc->fid, FI_REMOTE_WRITE);
+	for (i = 0; ok && i < 3; i++)
+		ok = !POST(fi_write(a->ep, buf, sizeof(buf), NULL, a->peer[1],
+				    t.addr, t.key, NULL));
+	for (i = 0; ok && i < 2; i++)
+		ok = !POST(fi_read(a->ep, buf, sizeof(buf), NULL, a->peer[1],
+				   t.addr, t.key, NULL));
+	/* A's five complete with A alone progressed; then B's region counter
+	 * is waited for alone, and must progress B to see the notices. */
+	for (i = 0; ok && i < 5; i++) {
+		struct comp cp;
+
+		ok = !wait_comp_alone(a, &cp, WAIT_MS) && !cp.err;
+	}
+	ok = ok && !fi_cntr_wait(mc, 3, WAIT_MS);
+	for (i = 0; ok && i < 2000 && (fi_cntr_read(c[0]) < 3 ||
+				       fi_cntr_read(c[1]) < 2); i++)
+		idle(a, 10);
+	ok = ok && fi_cntr_read(c[0]) == 3 && fi_cntr_read(c[1]) == 2 &&
+	     fi_cntr_read(mc) == 3;
+	IBFT_CHECK(ok, "rma-event", "the target counted %llu writes (3) and "
+		   "%llu reads (2); the region's counter %llu (3)",
+		   c[0] ? (unsigned long long)fi_cntr_read(c[0]) : 0ull,
+		   c[1] ? (unsigned long long)fi_cntr_read(c[1]) : 0ull,
+		   mc ? (unsigned long long)fi_cntr_read(mc) : 0ull);
+	region_close(&t);
+	if (mc)
+		fi_close(&mc->fid);
+out:
+	for (i = 0; i < 2; i++) {
+		struct node *n = i ? b : a;
+
+		if (n && n->ep) {
+			fi_close(&n->ep->fid);
+			n->ep = NULL;
+		}
+	}
+	for (i = 0; i < 2; i++)
+		if (c[i])
+			fi_close(&c[i]->fid);
+	close_all();
+}
+
 /* Opened for messages only: RMA is refused, not attempted. */
 static void test_no_rma_caps(void)
 {
@@ -393,6 +537,7 @@ int main(int argc, char **argv)
 		test_inject();
 		test_self();
 		test_desc_hint();
+		test_reregistration();
 		test_bad_access();
 	}
 	region_close(&tgt);
@@ -413,6 +558,7 @@ int main(int argc, char **argv)
 	if (rw)
 		fi_close(&rw->fid);
 	close_all();
+	test_rma_event();
 	test_no_rma_caps();
 	return ibft_finish();
 }

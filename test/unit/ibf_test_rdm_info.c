@@ -248,6 +248,28 @@ Test(rdm, open_mpi_btl_hints)
 	fi_freeinfo(h);
 }
 
+/* FI_RMA_EVENT costs every RMA a notice: given only to those who ask. */
+Test(rdm, rma_event_only_when_asked)
+{
+	struct fi_info *h = ompi_hints();
+
+	h->caps = FI_RMA | FI_MSG;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->caps & FI_RMA_EVENT, 0);
+	fi_freeinfo(h);
+	teardown();
+	setup();
+	h = ompi_hints();
+	h->caps = FI_RMA | FI_MSG | FI_RMA_EVENT;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert(tmpl->caps & FI_RMA_EVENT);
+	fi_freeinfo(h);
+}
+
 /* Caps left open and no keys in mr_mode: messaging, mr_mode 0. */
 Test(rdm, open_caps_without_keys_leave_rma_out)
 {

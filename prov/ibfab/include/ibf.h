@@ -68,6 +68,7 @@ struct ibf_params {
 	size_t rdm_qp_depth;	/* send queue of each RDM queue pair */
 	size_t rdm_connect_ms;	/* RDM: how long a refused peer is retried */
 	size_t rdm_unexp_max;	/* RDM: extra eager buffers for a backlog */
+	size_t mr_cache_max;	/* registration cache entries; 0: none */
 };
 extern struct ibf_params ibf_params;
 void ibf_params_define(void);
@@ -192,7 +193,27 @@ struct ibf_domain {
 	/* Its MRs by key, for requests a peer's bytes name (atomics). */
 	pthread_mutex_t mr_lock;
 	struct ibf_mr *mr_bucket[IBF_MR_BUCKETS];
+	/* ibfab's own registrations of application memory (mr_lock to open):
+	 * NULL until first needed, or if the kernel cannot watch memory. */
+	struct ibf_mr_cache *mr_cache;
+	int mr_cache_tried;
+	/*
+	 * FI_RMA_EVENT (event_lock): counters bound to its MRs, and its RDM
+	 * endpoints that count remote events; each such counter progresses
+	 * (and sleeps on) every such endpoint, since any may be the target.
+	 */
+	pthread_mutex_t event_lock;
+	struct ibf_event_ep { struct ibf_rdm_ep *ep; int fd; } *event_eps;
+	int nevent_eps;
+	struct ibf_mr_cntr { struct ibf_cntr *cntr; int refs; } *mr_cntrs;
+	int nmr_cntrs;
 };
+/* An RDM endpoint with FI_RMA_EVENT (fd: its completion channel) feeds
+ * the counters bound to the domain's MRs: 0 or -FI_ENOMEM. */
+int ibf_domain_event_ep_add(struct ibf_domain *dom, struct ibf_rdm_ep *ep, int fd);
+void ibf_domain_event_ep_del(struct ibf_domain *dom, struct ibf_rdm_ep *ep);
+/* The domain's registration cache, opened on first use; NULL if none. */
+struct ibf_mr_cache *ibf_domain_mr_cache(struct ibf_domain *dom);
 int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		    struct fid_domain **domain, void *context);
 
@@ -210,6 +231,8 @@ struct ibf_mr {
 	struct ibv_mr *mr;
 	int ibv_access;		/* what it was registered with */
 	struct ibf_mr *key_next;	/* in its domain's bucket (mr_lock) */
+	/* fi_mr_bind'ed counters: remote writes [0] and reads [1] (FI_RMA_EVENT) */
+	struct ibf_cntr *cntr[2];
 };
 extern struct fi_ops_mr ibf_mr_ops;
 /*
@@ -219,6 +242,9 @@ extern struct fi_ops_mr ibf_mr_ops;
  */
 int ibf_mr_target_check(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 			size_t len, int ibv_access);
+/* A peer wrote (read 0) or read (1) the region of dom keyed key: its
+ * bound counter counts (FI_RMA_EVENT).  A key of no region: nothing. */
+void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, int read);
 int ibf_mr_access_to_ibv(uint64_t access);
 
 /*

@@ -103,6 +103,8 @@ struct ibf_rdm_ep {
 	struct ibf_lock lock;	/* the data path's, by threading level */
 	uint64_t tx_op_flags, rx_op_flags;
 	int tx_selective, rx_selective;
+	int rma_event;		/* FI_RMA_EVENT: RMA tells its target */
+	int event_added;	/* in its domain's event endpoints */
 	size_t inject_size;
 	size_t eager_size;
 	size_t tx_iov_limit, rx_iov_limit;

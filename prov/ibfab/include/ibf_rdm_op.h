@@ -89,9 +89,12 @@ struct ibf_rdm_op {
 	uint64_t rd_soff;
 	size_t rd_iov, rd_ioff, rd_left;
 	uint32_t lkey[IBF_RDM_IOV];
-	/* Registrations made for a rendezvous (sender's or receiver's). */
+	/* Registrations made for this op alone (a rendezvous send's, or
+	 * memory the cache cannot watch), and those held from the cache. */
 	struct ibv_mr *mr[IBF_RDM_IOV];
 	int nmr;
+	struct ibf_mr_cache_entry *mrc[IBF_RDM_IOV];
+	int nmrc;
 	/* A send waiting in a queue: what to post once connected. */
 	uint32_t wire_len;	/* header + payload in mem */
 	int wr_kind;		/* enum ibf_rdm_wr_kind */
@@ -100,6 +103,7 @@ struct ibf_rdm_op {
 	struct ibv_sge sge[IBF_RDM_IOV];
 	int nsge;
 	int via_slot;
+	int rma_notify;		/* a header follows it (ibf_rdm_rma.c) */
 	uint64_t rma_addr;
 	uint32_t rma_key;
 };
@@ -150,8 +154,16 @@ void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why);
 void ibf_rdm_complete(struct ibf_rdm_op *op, int err);
 /* The CQ has handed op's completion out (CQ lock held, not ep->lock). */
 void ibf_rdm_release(struct ibf_op *op);
-/* Drop the registrations a rendezvous made for op. */
+/* Drop the registrations op made or holds. */
 void ibf_rdm_unregister(struct ibf_rdm_op *op);
+/*
+ * The lkey of [addr, addr + len) for the device's own use by op (access:
+ * IBV_ACCESS_LOCAL_WRITE if it writes there): from the domain's
+ * registration cache, else registered for op alone.  Held until op's
+ * ibf_rdm_unregister.  0 or -FI_E*.
+ */
+int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		      void *addr, size_t len, int access, uint32_t *lkey);
 
 size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count);
 /* Gather count iovs into dst. */

@@ -89,6 +89,9 @@ void ibf_rdm_rma_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		      const struct ibv_wc *wc);
 /* A WDATA arrived in bounce b: a remote CQ data completion. */
 void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+/* An FI_RMA_EVENT notice in bounce b: count it (kind: the counter). */
+void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			     int kind);
 /* Receive ops were freed: report the WDATAs that waited for one. */
 void ibf_rdm_wdata_drain(struct ibf_rdm_ep *ep);
 

@@ -6,8 +6,11 @@
  *   RTS    a larger message: where to read it (struct ibf_rdm_rts)
  *   FIN    the receiver has read it (struct ibf_rdm_fin)
  *   PING   nothing: is the peer still there? (its completion says)
- *   WDATA  nothing: the RDMA WRITE just before it on this QP carried remote
- *          CQ data (in data; tag: the write's length, reported only)
+ *   WDATA  nothing: the RDMA WRITE just before it on this QP is done, with
+ *          remote CQ data in data (flag DATA) or for FI_RMA_EVENT alone;
+ *          tag: the write's length << 32 | its key, reported only
+ *   RDONE  nothing: an RDMA READ just before it on this QP was served
+ *          (FI_RMA_EVENT); tag as for WDATA
  *   ATOMIC  an atomic on the receiver's memory (struct ibf_rdm_atomic, then
  *          count operands, then count compare values)
  *   ATOMIC_RESP  its answer (the same struct, status set, then the old
@@ -35,7 +38,7 @@ struct ibf_name {
 
 enum {
 	IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING, IBF_RDM_WDATA,
-	IBF_RDM_ATOMIC, IBF_RDM_ATOMIC_RESP
+	IBF_RDM_ATOMIC, IBF_RDM_ATOMIC_RESP, IBF_RDM_RDONE
 };
 #define IBF_RDM_F_TAGGED 1
 #define IBF_RDM_F_DATA 2

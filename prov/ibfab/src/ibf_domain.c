@@ -10,7 +10,57 @@
 #include <string.h>
 
 #include "ibf_atomic.h"
+#include "ibf_mr_cache.h"
 #include "ibf_rdm.h"
+
+/* ---- the registration cache's registrations: the domain's PD ---- */
+
+static void *ibf_domain_cache_reg(void *ctx, void *addr, size_t len,
+				  int access, uint32_t *lkey)
+{
+	struct ibf_domain *dom = ctx;
+	struct ibv_mr *mr = ibv_reg_mr(dom->pd, addr, len, access);
+
+	if (mr)
+		*lkey = mr->lkey;
+	return mr;
+}
+
+static void ibf_domain_cache_dereg(void *ctx, void *handle)
+{
+	(void)ctx;
+	ibv_dereg_mr(handle);
+}
+
+static const struct ibf_mr_cache_ops ibf_domain_cache_ops = {
+	.reg = ibf_domain_cache_reg,
+	.dereg = ibf_domain_cache_dereg,
+};
+
+struct ibf_mr_cache *ibf_domain_mr_cache(struct ibf_domain *dom)
+{
+	struct ibf_mr_cache *c;
+	int ret;
+
+	if (likely(__atomic_load_n(&dom->mr_cache_tried, __ATOMIC_ACQUIRE)))
+		return dom->mr_cache;
+	pthread_mutex_lock(&dom->mr_lock);
+	if (!dom->mr_cache_tried && ibf_params.mr_cache_max) {
+		ret = ibf_mr_cache_open(&c, &ibf_domain_cache_ops, dom,
+					ibf_params.mr_cache_max);
+		if (ret)
+			IBF_INFO(FI_LOG_MR, "no registration cache (%s): large "
+				 "unregistered buffers are registered per "
+				 "operation\n", ret == -FI_ENOSYS ?
+				 "the kernel offers no userfaultfd events" :
+				 fi_strerror(-ret));
+		else
+			dom->mr_cache = c;
+	}
+	__atomic_store_n(&dom->mr_cache_tried, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&dom->mr_lock);
+	return dom->mr_cache;
+}
 
 static int ibf_domain_close(struct fid *fid)
 {
@@ -24,6 +74,8 @@ static int ibf_domain_close(struct fid *fid)
 			 dom->info->domain_attr->name, ibf_ref_read(&dom->ref));
 		return -FI_EBUSY;
 	}
+	if (dom->mr_cache)
+		ibf_mr_cache_close(dom->mr_cache);	/* before the PD */
 	ret = ibv_dealloc_pd(dom->pd);
 	if (ret) {
 		IBF_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %s\n", strerror(ret));
@@ -31,6 +83,9 @@ static int ibf_domain_close(struct fid *fid)
 	}
 	rdma_free_devices(dom->dev_list);
 	pthread_mutex_destroy(&dom->mr_lock);
+	pthread_mutex_destroy(&dom->event_lock);
+	free(dom->event_eps);
+	free(dom->mr_cntrs);
 	ibf_ref_put(&dom->fabric->ref);
 	fi_freeinfo(dom->info);
 	free(dom);
@@ -156,6 +211,7 @@ int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 	}
 	dom->fabric = fab;
 	pthread_mutex_init(&dom->mr_lock, NULL);
+	pthread_mutex_init(&dom->event_lock, NULL);
 	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	dom->domain_fid.fid.context = context;
 	dom->domain_fid.fid.ops = &ibf_domain_fi_ops;

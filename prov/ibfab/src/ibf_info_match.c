@@ -92,12 +92,13 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 			 FI_READ | FI_WRITE)
 #define IBF_RDM_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | \
 			 FI_SOURCE | FI_MULTI_RECV | FI_RMA | FI_ATOMIC | \
-			 FI_REMOTE_READ | FI_REMOTE_WRITE)
+			 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
 /* The caps that expose memory to peers, and so need keys and addresses. */
 #define IBF_RDM_RMA_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | \
-			  FI_REMOTE_READ | FI_REMOTE_WRITE)
-/* Given only to those who ask: they change what receives match. */
-#define IBF_RDM_ASKED_CAPS (FI_DIRECTED_RECV | FI_SOURCE)
+			  FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
+/* Given only to those who ask: they change what receives match, or what
+ * each RMA sends its target (FI_RMA_EVENT). */
+#define IBF_RDM_ASKED_CAPS (FI_DIRECTED_RECV | FI_SOURCE | FI_RMA_EVENT)
 
 static int ibf_is_rdm(const struct fi_info *info)
 {

@@ -89,12 +89,164 @@ int ibf_mr_target_check(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 	return ret;
 }
 
+void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, int read)
+{
+	struct ibf_mr *mr;
+
+	if (key > UINT32_MAX)
+		return;
+	pthread_mutex_lock(&dom->mr_lock);
+	for (mr = *ibf_mr_slot(dom, (uint32_t)key); mr; mr = mr->key_next) {
+		if (mr->mr->rkey == key) {
+			if (mr->cntr[read])
+				ibf_cntr_count(mr->cntr[read], 0);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&dom->mr_lock);
+}
+
+/* ---- counters bound to regions (FI_RMA_EVENT) ---- */
+
+/* c now counts for a region of dom: it progresses dom's event endpoints. */
+static int ibf_mr_cntr_attach(struct ibf_domain *dom, struct ibf_cntr *c)
+{
+	struct ibf_mr_cntr *tmp;
+	int i, ret = 0;
+
+	pthread_mutex_lock(&dom->event_lock);
+	for (i = 0; i < dom->nmr_cntrs && dom->mr_cntrs[i].cntr != c; i++)
+		;
+	if (i < dom->nmr_cntrs) {
+		dom->mr_cntrs[i].refs++;
+		goto out;
+	}
+	tmp = realloc(dom->mr_cntrs, (dom->nmr_cntrs + 1) * sizeof(*tmp));
+	if (!tmp) {
+		ret = -FI_ENOMEM;
+		goto out;
+	}
+	dom->mr_cntrs = tmp;
+	dom->mr_cntrs[dom->nmr_cntrs++] = (struct ibf_mr_cntr){ c, 1 };
+	for (i = 0; !ret && i < dom->nevent_eps; i++)
+		ret = ibf_cntr_add_rdm(c, dom->event_eps[i].ep, dom->event_eps[i].fd);
+out:
+	pthread_mutex_unlock(&dom->event_lock);
+	return ret;
+}
+
+static void ibf_mr_cntr_detach(struct ibf_domain *dom, struct ibf_cntr *c)
+{
+	int i, j;
+
+	pthread_mutex_lock(&dom->event_lock);
+	for (i = 0; i < dom->nmr_cntrs; i++) {
+		if (dom->mr_cntrs[i].cntr != c || --dom->mr_cntrs[i].refs)
+			continue;
+		for (j = 0; j < dom->nevent_eps; j++)
+			ibf_cntr_del_rdm(c, dom->event_eps[j].ep,
+					 dom->event_eps[j].fd);
+		dom->mr_cntrs[i] = dom->mr_cntrs[--dom->nmr_cntrs];
+		break;
+	}
+	pthread_mutex_unlock(&dom->event_lock);
+}
+
+int ibf_domain_event_ep_add(struct ibf_domain *dom, struct ibf_rdm_ep *ep, int fd)
+{
+	struct ibf_event_ep *tmp;
+	int i, ret = 0;
+
+	pthread_mutex_lock(&dom->event_lock);
+	tmp = realloc(dom->event_eps, (dom->nevent_eps + 1) * sizeof(*tmp));
+	if (tmp) {
+		dom->event_eps = tmp;
+		dom->event_eps[dom->nevent_eps++] = (struct ibf_event_ep){ ep, fd };
+		for (i = 0; !ret && i < dom->nmr_cntrs; i++)
+			ret = ibf_cntr_add_rdm(dom->mr_cntrs[i].cntr, ep, fd);
+	} else {
+		ret = -FI_ENOMEM;
+	}
+	pthread_mutex_unlock(&dom->event_lock);
+	return ret;
+}
+
+void ibf_domain_event_ep_del(struct ibf_domain *dom, struct ibf_rdm_ep *ep)
+{
+	int i, j;
+
+	pthread_mutex_lock(&dom->event_lock);
+	for (i = 0; i < dom->nevent_eps; i++) {
+		if (dom->event_eps[i].ep != ep)
+			continue;
+		for (j = 0; j < dom->nmr_cntrs; j++)
+			ibf_cntr_del_rdm(dom->mr_cntrs[j].cntr, ep,
+					 dom->event_eps[i].fd);
+		dom->event_eps[i] = dom->event_eps[--dom->nevent_eps];
+		break;
+	}
+	pthread_mutex_unlock(&dom->event_lock);
+}
+
+/* fi_mr_bind: a counter for the remote writes and/or reads it receives. */
+static int ibf_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct ibf_mr *mr = container_of(fid, struct ibf_mr, mr_fid.fid);
+	struct ibf_cntr *c;
+	int k, ret;
+
+	if (!bfid || bfid->fclass != FI_CLASS_CNTR || !flags ||
+	    (flags & ~(FI_REMOTE_WRITE | FI_REMOTE_READ))) {
+		IBF_WARN(FI_LOG_MR, "fi_mr_bind takes a counter, with "
+			 "FI_REMOTE_WRITE and/or FI_REMOTE_READ (FI_RMA_EVENT)\n");
+		return -FI_EINVAL;
+	}
+	c = container_of(bfid, struct ibf_cntr, cntr_fid.fid);
+	if (c->domain != mr->domain)
+		return -FI_EINVAL;
+	for (k = 0; k < 2; k++) {
+		if (!(flags & (k ? FI_REMOTE_READ : FI_REMOTE_WRITE)))
+			continue;
+		ret = ibf_mr_cntr_attach(mr->domain, c);
+		if (ret)
+			return ret;
+		ibf_ref_get(&c->ref);
+		pthread_mutex_lock(&mr->domain->mr_lock);
+		if (mr->cntr[k]) {
+			struct ibf_cntr *old = mr->cntr[k];
+
+			pthread_mutex_unlock(&mr->domain->mr_lock);
+			ibf_mr_cntr_detach(mr->domain, old);
+			ibf_ref_put(&old->ref);
+			pthread_mutex_lock(&mr->domain->mr_lock);
+		}
+		mr->cntr[k] = c;
+		pthread_mutex_unlock(&mr->domain->mr_lock);
+	}
+	return 0;
+}
+
+/* FI_ENABLE: a region with counters bound is ready as soon as bound. */
+static int ibf_mr_control(struct fid *fid, int command, void *arg)
+{
+	(void)fid;
+	(void)arg;
+	return command == FI_ENABLE ? 0 : -FI_ENOSYS;
+}
+
 static int ibf_mr_close(struct fid *fid)
 {
 	struct ibf_mr *mr = container_of(fid, struct ibf_mr, mr_fid.fid);
-	int ret;
+	int ret, k;
 
 	ibf_mr_key_del(mr->domain, mr);
+	for (k = 0; k < 2; k++) {
+		if (!mr->cntr[k])
+			continue;
+		ibf_mr_cntr_detach(mr->domain, mr->cntr[k]);
+		ibf_ref_put(&mr->cntr[k]->ref);
+		mr->cntr[k] = NULL;
+	}
 	ret = ibv_dereg_mr(mr->mr);
 	if (ret) {
 		IBF_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(ret));
@@ -109,8 +261,8 @@ static int ibf_mr_close(struct fid *fid)
 static struct fi_ops ibf_mr_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = ibf_mr_close,
-	.bind = ibf_no_bind,
-	.control = ibf_no_control,
+	.bind = ibf_mr_bind,
+	.control = ibf_mr_control,
 	.ops_open = ibf_no_ops_open,
 	.tostr = ibf_no_tostr,
 	.ops_set = ibf_no_ops_set,

@@ -26,6 +26,7 @@ static const struct ibf_params ibf_params_default = {
 	.rdm_qp_depth = 256,
 	.rdm_connect_ms = 10000,
 	.rdm_unexp_max = 16384,
+	.mr_cache_max = 1024,
 };
 
 struct ibf_size_param {
@@ -64,6 +65,12 @@ static struct ibf_size_param ibf_size_params[] = {
 	  "FI_IBFAB_EAGER_SIZE of registered memory, allocated the first time "
 	  "the backlog reaches it and kept until the endpoint closes.  Past it, "
 	  "senders wait (RNR) until receives are posted (default: 16384)" },
+	{ "mr_cache_max", &ibf_params.mr_cache_max, 0, 1 << 20,
+	  "Registrations of application buffers ibfab keeps per domain for its "
+	  "own local use (large RDM receives and RMA from unregistered memory), "
+	  "dropped when the memory is unmapped, remapped or discarded (the "
+	  "kernel's userfaultfd tells); 0 registers per operation "
+	  "(default: 1024)" },
 	{ "cq_size", &ibf_params.cq_size, 1, 1 << 22,
 	  "Default completion queue size; it grows as endpoints are bound, within the device's limit (default: 1024)" },
 };

@@ -272,6 +272,8 @@ void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			       (unsigned long long)req->key, fi_strerror(-ret));
 	else
 		ep->stats.atomics_applied++;
+	if (!ret && ep->rma_event)
+		ibf_mr_remote_event(ep->domain, req->key, req->op == FI_ATOMIC_READ);
 	if (!ret && ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE] && req->op != FI_ATOMIC_READ)
 		ibf_cntr_count(ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE], 0);
 	hdr->type = IBF_RDM_ATOMIC_RESP;

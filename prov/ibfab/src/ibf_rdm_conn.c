@@ -514,15 +514,15 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 }
 
 /*
- * An RMA op: its write or read, and behind a writedata's write the WDATA
- * header in op->mem, both on one post (a slot each).
+ * An RMA op: its write or read, and behind it (writedata, FI_RMA_EVENT)
+ * the header in op->mem, both on one post (a slot each).
  */
 static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
 	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
 	struct ibv_sge hsge = { (uintptr_t)op->mem, IBF_RDM_HDR, op->mem_lkey };
 	struct ibv_send_wr wr[2] = { { 0 } }, *bad;
-	int n = op->wr_kind == IBF_RDM_WR_WRITE_DATA ? 2 : 1, ret, i;
+	int n = op->rma_notify ? 2 : 1, ret, i;
 
 	if (unlikely(!id || !id->qp))
 		return -FI_ENOTCONN;

@@ -246,7 +246,8 @@ static int ibf_rdm_hcq_open(struct ibf_rdm_ep *ep)
 	int size = (int)(ibf_rdm_sq_need(ep) + ep->nbounce) + IBF_RDM_DRAINS;
 
 	if (ep->auto_progress || (ep->tx_cq && ep->tx_cq->channel) ||
-	    (ep->rx_cq && ep->rx_cq->channel) || ibf_rdm_cntr_waits(ep)) {
+	    (ep->rx_cq && ep->rx_cq->channel) || ibf_rdm_cntr_waits(ep) ||
+	    ep->rma_event) {	/* a region's counter may sleep on us */
 		ep->channel_cq = ibv_create_comp_channel(ep->domain->verbs);
 		if (!ep->channel_cq)
 			return ibf_errno_to_fi(errno);
@@ -321,6 +322,12 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	ret = ibf_rdm_attach_cntrs(ep);
 	if (ret)
 		return ret;
+	if (ep->rma_event) {
+		ret = ibf_domain_event_ep_add(dom, ep, ibf_rdm_channel_fd(ep));
+		if (ret)
+			return ret;
+		ep->event_added = 1;
+	}
 	ret = ibf_rdm_bounces_post(ep);
 	if (ret)
 		return ret;
@@ -424,6 +431,8 @@ static int ibf_rdm_close(struct fid *fid)
 	if (ep->soft_reserved)
 		ibf_rdm_drain(ep);
 	ibf_rdm_detach_cqs(ep);
+	if (ep->event_added)
+		ibf_domain_event_ep_del(ep->domain, ep);
 	ibf_rdm_detach_cntrs(ep);
 	ibf_rdm_cm_destroy(ep);	/* QPs and ids */
 	ibf_rdm_hcq_close(ep);
@@ -588,6 +597,7 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 				   info->rx_attr->iov_limit : IBF_RDM_IOV, IBF_RDM_IOV);
 	ep->max_inline = 256;	/* a first guess; the first QP says */
 	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
+	ep->rma_event = !!(info->caps & FI_RMA_EVENT);
 	ep->tx_op_flags = info->tx_attr ?
 			  info->tx_attr->op_flags & ~IBF_RDM_NO_COMP : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ibf_mr_cache.h"
 #include "ibf_rdm.h"
 
 void ibf_rdm_list_append(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
@@ -322,6 +323,37 @@ void ibf_rdm_unregister(struct ibf_rdm_op *op)
 {
 	while (op->nmr)
 		ibv_dereg_mr(op->mr[--op->nmr]);
+	while (op->nmrc)
+		ibf_mr_cache_put(op->ep->domain->mr_cache, op->mrc[--op->nmrc]);
+}
+
+int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		      void *addr, size_t len, int access, uint32_t *lkey)
+{
+	struct ibf_mr_cache *cache = ibf_domain_mr_cache(ep->domain);
+	struct ibf_mr_cache_entry *e;
+	struct ibv_mr *mr;
+	int uncacheable = 1;
+
+	if (cache) {
+		e = ibf_mr_cache_get(cache, addr, len, access, &uncacheable);
+		if (e) {
+			op->mrc[op->nmrc++] = e;
+			*lkey = e->lkey;
+			return 0;
+		}
+	}
+	if (uncacheable) {
+		mr = ibv_reg_mr(ep->domain->pd, addr, len, access);
+		if (mr) {
+			op->mr[op->nmr++] = mr;
+			*lkey = mr->lkey;
+			return 0;
+		}
+	}
+	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "registering %zu bytes at "
+		       "%p: %s\n", len, addr, strerror(errno));
+	return errno == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(errno);
 }
 
 static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)

@@ -68,6 +68,7 @@ struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 	r->multi = !!(flags & FI_MULTI_RECV);
 	r->mr_off = 0;
 	r->nmr = 0;
+	r->nmrc = 0;
 	r->uncounted = 0;
 	r->state = IBF_RDM_RX_POSTED;
 	return r;
@@ -296,6 +297,9 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		return;
 	case IBF_RDM_WDATA:
 		ibf_rdm_on_wdata(ep, b);
+		return;
+	case IBF_RDM_RDONE:
+		ibf_rdm_on_remote_event(ep, b, IBF_RDM_CNTR_REMOTE_READ);
 		return;
 	case IBF_RDM_ATOMIC:
 		ibf_rdm_on_atomic(ep, b, wc->byte_len);

@@ -15,7 +15,7 @@
  * eager_size bytes go through the op's registered slot (copied in for a
  * write, out when a read completes); larger ones use the caller's desc if
  * its region covers them with the rights needed (ibf_desc_covers), else
- * are registered for the op and deregistered when it completes.
+ * the domain's registration cache's (ibf_mr_cache.h).
  *
  * A write's completion is the RC acknowledgment: the target's HCA has
  * placed the data, and whatever the target learns later from this
@@ -37,9 +37,9 @@ static int ibf_rdm_rma_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 			     size_t len)
 {
 	int access = op->wr_kind == IBF_RDM_WR_READ ? IBV_ACCESS_LOCAL_WRITE : 0;
-	struct ibv_mr *mr;
 	uint32_t lkey;
 	size_t i;
+	int ret;
 
 	op->nsge = 0;
 	op->via_slot = len <= ep->eager_size;
@@ -62,19 +62,12 @@ static int ibf_rdm_rma_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 					      iov[i].iov_len,
 					      op->wr_kind == IBF_RDM_WR_READ,
 					      &lkey)) {
-			mr = ibv_reg_mr(ep->domain->pd, iov[i].iov_base,
-					iov[i].iov_len, access);
-			if (!mr) {
-				FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA,
-					       "registering a %zu-byte RMA "
-					       "buffer: %s\n", iov[i].iov_len,
-					       strerror(errno));
+			ret = ibf_rdm_reg_local(ep, op, iov[i].iov_base,
+						iov[i].iov_len, access, &lkey);
+			if (ret) {
 				ibf_rdm_unregister(op);
-				return errno == ENOMEM ? -FI_EAGAIN :
-					ibf_errno_to_fi(errno);
+				return ret;
 			}
-			op->mr[op->nmr++] = mr;
-			lkey = mr->lkey;
 		}
 		op->sge[op->nsge].addr = (uintptr_t)iov[i].iov_base;
 		op->sge[op->nsge].length = (uint32_t)iov[i].iov_len;
@@ -97,12 +90,16 @@ static int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	op->read_err = 0;
 	op->reads_left = 1;
 	op->tx_state = IBF_RDM_TX_RMA;
-	if (kind == IBF_RDM_WR_WRITE_DATA) {
-		hdr->type = IBF_RDM_WDATA;
-		hdr->flags = 0;
-		hdr->tag = len;		/* for the target's completion only */
+	/* Remote CQ data, or FI_RMA_EVENT: a header behind, telling the
+	 * target (its length and key are for its completion and counters
+	 * only: nothing is accessed by them). */
+	op->rma_notify = kind == IBF_RDM_WR_WRITE_DATA || ep->rma_event;
+	if (op->rma_notify) {
+		hdr->type = kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE : IBF_RDM_WDATA;
+		hdr->flags = kind == IBF_RDM_WR_WRITE_DATA ? IBF_RDM_F_DATA : 0;
+		hdr->tag = (uint64_t)len << 32 | (uint32_t)key;
 		hdr->data = data;
-		op->reads_left = 2;	/* the write, and the header behind it */
+		op->reads_left = 2;	/* the RDMA, and the header behind it */
 	}
 	return ibf_rdm_rma_local(ep, op, iov, desc, count, len);
 }
@@ -204,16 +201,19 @@ void ibf_rdm_rma_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 
 /* ---- target ---- */
 
-/* Report the WDATA in bounce b with receive op r, then free b. */
+/* Report the WDATA (with remote CQ data) in bounce b with receive op r,
+ * then free b. */
 static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 				 struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 
+	if (ep->rma_event)
+		ibf_mr_remote_event(ep->domain, (uint32_t)hdr->tag, 0);
 	r->op.context = NULL;
 	r->op.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
 	r->op.buf = NULL;
-	r->op.len = (size_t)hdr->tag;
+	r->op.len = (size_t)(hdr->tag >> 32);
 	r->op.olen = 0;
 	r->op.tag = 0;
 	r->op.data = hdr->data;
@@ -221,6 +221,7 @@ static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	r->op.user_comp = 1;
 	r->uncounted = 0;
 	r->nmr = 0;
+	r->nmrc = 0;
 	r->multi = 0;
 	r->state = IBF_RDM_RX_POSTED;
 	ibf_rdm_bounce_release(ep, b);
@@ -234,8 +235,14 @@ static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
  */
 void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 {
+	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	struct ibf_rdm_op *r;
 
+	if (!(hdr->flags & IBF_RDM_F_DATA)) {
+		/* FI_RMA_EVENT alone: a remote write to count. */
+		ibf_rdm_on_remote_event(ep, b, IBF_RDM_CNTR_REMOTE_WRITE);
+		return;
+	}
 	if (!ep->rx_cq) {
 		if (ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE])
 			ibf_cntr_count(ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE], 0);
@@ -249,6 +256,20 @@ void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	}
 	b->state = IBF_RDM_BOUNCE_HELD;
 	ibf_rdm_list_append(&ep->wdata_wait, b);
+}
+
+void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			     int kind)
+{
+	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
+
+	if (ep->cntr[kind])
+		ibf_cntr_count(ep->cntr[kind], 0);
+	/* And the counter bound to the region, if any (its key). */
+	if (ep->rma_event)
+		ibf_mr_remote_event(ep->domain, (uint32_t)hdr->tag,
+				    kind == IBF_RDM_CNTR_REMOTE_READ);
+	ibf_rdm_bounce_release(ep, b);
 }
 
 void ibf_rdm_wdata_drain(struct ibf_rdm_ep *ep)

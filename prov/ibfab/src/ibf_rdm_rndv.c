@@ -148,26 +148,16 @@ void ibf_rdm_discard(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 		ibf_rdm_bounce_release(ep, b);
 }
 
-/* The lkey of a receive buffer: the caller's MR, or one made now. */
+/* The lkey of a receive buffer: the caller's MR if it fits, else the
+ * registration cache's (or one for this receive alone). */
 static int ibf_rdm_rx_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 			   size_t i, uint32_t *lkey)
 {
-	struct ibv_mr *mr;
-
 	if (ibf_desc_covers(r->desc[i], r->iov[i].iov_base, r->iov[i].iov_len,
 			    1, lkey))
 		return 0;	/* a desc is a hint: used where it fits */
-	mr = ibv_reg_mr(ep->domain->pd, r->iov[i].iov_base, r->iov[i].iov_len,
-			IBV_ACCESS_LOCAL_WRITE);
-	if (!mr) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "registering a %zu-byte "
-			       "receive buffer: %s\n", r->iov[i].iov_len,
-			       strerror(errno));
-		return ibf_errno_to_fi(errno);
-	}
-	r->mr[r->nmr++] = mr;
-	*lkey = mr->lkey;
-	return 0;
+	return ibf_rdm_reg_local(ep, r, r->iov[i].iov_base, r->iov[i].iov_len,
+				 IBV_ACCESS_LOCAL_WRITE, lkey);
 }
 
 /*

@@ -1,0 +1,227 @@
+/*
+ * The registration cache (ibf_mr_cache.c) with a fake registration: hits,
+ * and that memory unmapped, remapped, discarded, or freed and allocated
+ * again at the same address is never served by its old registration.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ibf_mr_cache.h"
+
+static int regs, deregs;
+static uint32_t next_key = 100;
+
+static void *fake_reg(void *ctx, void *addr, size_t len, int access,
+		      uint32_t *lkey)
+{
+	(void)ctx;
+	(void)addr;
+	(void)len;
+	(void)access;
+	regs++;
+	*lkey = next_key++;
+	return malloc(1);
+}
+
+static void fake_dereg(void *ctx, void *handle)
+{
+	(void)ctx;
+	deregs++;
+	free(handle);
+}
+
+static const struct ibf_mr_cache_ops ops = { fake_reg, fake_dereg };
+static struct ibf_mr_cache *cache;
+#define MB (1 << 20)
+
+static void setup(void)
+{
+	regs = deregs = 0;
+	cr_assert_eq(ibf_mr_cache_open(&cache, &ops, NULL, 8), 0,
+		     "no userfaultfd here?");
+}
+
+static void teardown(void)
+{
+	ibf_mr_cache_close(cache);
+	cr_assert_eq(regs, deregs, "%d registrations, %d deregistrations",
+		     regs, deregs);
+}
+
+TestSuite(mr_cache, .init = setup, .fini = teardown);
+
+static struct ibf_mr_cache_entry *get(void *p, size_t len, int access)
+{
+	int unc;
+	struct ibf_mr_cache_entry *e = ibf_mr_cache_get(cache, p, len, access, &unc);
+
+	cr_assert_not_null(e, "get %p: uncacheable %d", p, unc);
+	return e;
+}
+
+static void *map(size_t len, void *at)
+{
+	void *p = mmap(at, len, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+		       MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
+
+	cr_assert_neq(p, MAP_FAILED);
+	((char *)p)[0] = 1;
+	return p;
+}
+
+Test(mr_cache, hits_inside_a_registration)
+{
+	char *p = map(MB, NULL);
+	struct ibf_mr_cache_entry *a = get(p, MB, 0), *b = get(p + 4096, 8192, 0);
+
+	cr_assert_eq(a, b);
+	cr_assert_eq(regs, 1);
+	ibf_mr_cache_put(cache, a);
+	ibf_mr_cache_put(cache, b);
+	cr_assert_eq(ibf_mr_cache_count(cache), 1, "kept after use");
+	munmap(p, MB);
+}
+
+Test(mr_cache, access_must_cover)
+{
+	char *p = map(MB, NULL);
+	struct ibf_mr_cache_entry *a = get(p, MB, 0), *b = get(p, MB, 1);
+
+	cr_assert_neq(a, b, "a read-only registration served a write");
+	ibf_mr_cache_put(cache, a);
+	ibf_mr_cache_put(cache, b);
+	munmap(p, MB);
+}
+
+Test(mr_cache, munmap_then_map_again_at_the_same_address)
+{
+	char *p = map(MB, NULL);
+	struct ibf_mr_cache_entry *a = get(p, MB, 0);
+	uint32_t old = a->lkey;
+
+	ibf_mr_cache_put(cache, a);
+	munmap(p, MB);
+	/* The monitor has dropped it by the time munmap returns. */
+	cr_assert_eq(ibf_mr_cache_count(cache), 0);
+	map(MB, p);
+	a = get(p, MB, 0);
+	cr_assert_neq(a->lkey, old, "the old registration served new memory");
+	cr_assert_eq(regs, 2);
+	ibf_mr_cache_put(cache, a);
+	munmap(p, MB);
+}
+
+Test(mr_cache, partial_munmap_drops_the_entry)
+{
+	char *p = map(2 * MB, NULL);
+	struct ibf_mr_cache_entry *a = get(p, 2 * MB, 0);
+
+	ibf_mr_cache_put(cache, a);
+	munmap(p + MB, MB);
+	cr_assert_eq(ibf_mr_cache_count(cache), 0);
+	munmap(p, MB);
+}
+
+Test(mr_cache, mremap_drops_the_entry)
+{
+	char *p = map(MB, NULL), *q;
+	struct ibf_mr_cache_entry *a = get(p, MB, 0);
+
+	ibf_mr_cache_put(cache, a);
+	q = mremap(p, MB, 4 * MB, MREMAP_MAYMOVE);
+	cr_assert_neq(q, MAP_FAILED);
+	cr_assert_eq(ibf_mr_cache_count(cache), 0);
+	munmap(q, 4 * MB);
+}
+
+Test(mr_cache, madvise_dontneed_drops_the_entry)
+{
+	char *p = map(MB, NULL);
+	struct ibf_mr_cache_entry *a = get(p, MB, 0);
+
+	ibf_mr_cache_put(cache, a);
+	madvise(p + 8192, 4096, MADV_DONTNEED);
+	cr_assert_eq(ibf_mr_cache_count(cache), 0);
+	munmap(p, MB);
+}
+
+/*
+ * malloc of a large block is mmap, its free munmap, and the next malloc of
+ * that size gets the same address with new pages: the classic case.
+ * (A fixed mmap threshold, so that glibc does not move the block into its
+ * heap after the first free.)
+ */
+Test(mr_cache, free_then_malloc_at_the_same_address)
+{
+	size_t len = 8 * MB;
+	char *p, *q;
+	struct ibf_mr_cache_entry *a;
+	uint32_t old;
+	int before;
+
+	mallopt(M_MMAP_THRESHOLD, MB);
+	p = malloc(len);
+	p[0] = 1;
+	a = get(p, len, 1);
+	old = a->lkey;
+	ibf_mr_cache_put(cache, a);
+	free(p);
+	q = malloc(len);
+	q[0] = 2;
+	before = regs;
+	a = get(q, len, 1);
+	cr_assert_eq(q, p, "malloc gave another address: the test needs the same");
+	cr_assert_neq(a->lkey, old, "freed memory's registration reused");
+	cr_assert_eq(regs, before + 1);
+	ibf_mr_cache_put(cache, a);
+	free(q);
+}
+
+/* Dropped while an operation holds it: freed when that one lets go. */
+Test(mr_cache, unmapped_while_in_use)
+{
+	char *p = map(MB, NULL);
+	struct ibf_mr_cache_entry *a = get(p, MB, 0);
+
+	munmap(p, MB);
+	cr_assert_eq(ibf_mr_cache_count(cache), 0);
+	cr_assert_eq(deregs, 0, "deregistered under its user");
+	ibf_mr_cache_put(cache, a);
+	cr_assert_eq(deregs, 1);
+}
+
+Test(mr_cache, bounded)
+{
+	char *p = map(16 * MB, NULL);
+	int i;
+
+	for (i = 0; i < 12; i++)
+		ibf_mr_cache_put(cache, get(p + (size_t)i * MB, MB, 0));
+	cr_assert_leq(ibf_mr_cache_count(cache), 8);
+	cr_assert_eq(regs, 12);
+	cr_assert_geq(deregs, 4, "evicted ones deregistered");
+	munmap(p, 16 * MB);
+}
+
+/* A file mapping cannot be watched: the caller registers per operation. */
+Test(mr_cache, file_mappings_are_not_cached)
+{
+	FILE *f = tmpfile();
+	char *p;
+	int unc = 0;
+
+	cr_assert_not_null(f);
+	cr_assert_eq(ftruncate(fileno(f), MB), 0);
+	p = mmap(NULL, MB, PROT_READ | PROT_WRITE, MAP_SHARED, fileno(f), 0);
+	cr_assert_neq(p, MAP_FAILED);
+	cr_assert_null(ibf_mr_cache_get(cache, p, MB, 0, &unc));
+	cr_assert(unc);
+	cr_assert_eq(regs, 0);
+	munmap(p, MB);
+	fclose(f);
+}
