@@ -11,6 +11,9 @@
  * MPI_Win_create, MPI_Win_allocate and MPI_Win_create_dynamic; a counter
  * every rank hammers with a mix of atomics.  Rank 0 prints one "ok"/"not
  * ok" line per check and "# mpi-osc: checks passed N, failed N".
+ * "ibft_mpi_osc putlat SIZE" is util/ibfab-bench's instead: rank 0 times
+ * MPI_Put of SIZE bytes + MPI_Win_flush to rank 1 and prints
+ * "RESULT mpi_putlat SIZE MIN MEDIAN" (usec).
  *
  * The windows that atomics target are MPI_Win_create'd: on one node, Open
  * MPI 4.1 places MPI_Win_allocate memory in shared memory, which osc rdma
@@ -282,6 +285,44 @@ static void test_hammer(MPI_Win w64, int64_t *b64)
 	check(ok, "hammer-one-counter");
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Put + flush latency, rank 0 to rank 1. */
+static void put_latency(int size_bytes)
+{
+	enum { WARM = 10, ITERS = 200 };
+	char *mem = calloc(size_bytes ? size_bytes : 1, 1);
+	char *src = calloc(size_bytes ? size_bytes : 1, 1);
+	double t[ITERS], t0;
+	MPI_Win win;
+	int i;
+
+	MPI_Win_create(mem, size_bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+	if (rank == 0) {
+		MPI_Win_lock_all(0, win);
+		for (i = -WARM; i < ITERS; i++) {
+			t0 = MPI_Wtime();
+			MPI_Put(src, size_bytes, MPI_BYTE, 1, 0, size_bytes, MPI_BYTE, win);
+			MPI_Win_flush(1, win);
+			if (i >= 0)
+				t[i] = (MPI_Wtime() - t0) * 1e6;
+		}
+		MPI_Win_unlock_all(win);
+		qsort(t, ITERS, sizeof(double), cmp_double);
+		printf("RESULT mpi_putlat %d %.2f %.2f\n", size_bytes, t[0], t[ITERS / 2]);
+		fflush(stdout);
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_Win_free(&win);
+	free(mem);
+	free(src);
+}
+
 int main(int argc, char **argv)
 {
 	MPI_Win wcreate, w32, w64, wd;
@@ -294,6 +335,11 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc > 2 && !strcmp(argv[1], "putlat")) {
+		put_latency(atoi(argv[2]));
+		MPI_Finalize();
+		return 0;
+	}
 
 	created = calloc(N, sizeof(*created));
 	MPI_Win_create(created, N * sizeof(*created), sizeof(*created),
