@@ -28,6 +28,15 @@
 
 extern const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls;
 
+/*
+ * A send op to dest (ep->lock held): dest's connection found (or its
+ * making started), what the op will report filled in (context, op_flags,
+ * len; silent if flags say so).  NULL, *ret set, if not (-FI_EAGAIN: no
+ * op free).  The fi_msg, fi_tagged, fi_rma and fi_atomic calls' start.
+ */
+struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep, fi_addr_t dest,
+				    void *context, uint64_t op_flags,
+				    size_t len, uint64_t flags, ssize_t *ret);
 /* Build a message into send op: its header, and the payload (eager) or
  * an RTS with the buffers registered (rendezvous).  0 or -FI_E*. */
 int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,

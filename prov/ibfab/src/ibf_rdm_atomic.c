@@ -163,7 +163,6 @@ static ssize_t ibf_rdm_atomic_post(struct ibf_rdm_ep *ep,
 				   const struct ibf_rdm_atomic_args *a,
 				   fi_addr_t dest, uint64_t flags, void *context)
 {
-	struct ibf_rdm_conn *conn;
 	struct ibf_rdm_op *op;
 	size_t count;
 	ssize_t ret;
@@ -179,25 +178,13 @@ static ssize_t ibf_rdm_atomic_post(struct ibf_rdm_ep *ep,
 	if (unlikely(!ep->enabled))
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
-	conn = likely(dest < ep->npeers) ? ep->peers[dest] : NULL;
-	if (unlikely(!conn) && (ret = ibf_rdm_conn_get(ep, dest, &conn)))
+	op = ibf_rdm_tx_begin(ep, dest, context, FI_ATOMIC |
+			      (a->kind == IBF_ATOMIC_PLAIN ? FI_WRITE : FI_READ),
+			      count * ibf_atomic_size(a->dt), flags, &ret);
+	if (unlikely(!op))
 		goto out;
-	op = ibf_rdm_tx_get(ep);
-	if (unlikely(!op)) {
-		ret = -FI_EAGAIN;
-		goto out;
-	}
-	op->conn = conn;
-	op->op.context = context;
-	op->op.flags = FI_ATOMIC | (a->kind == IBF_ATOMIC_PLAIN ? FI_WRITE : FI_READ);
-	op->op.len = count * ibf_atomic_size(a->dt);
-	op->op.buf = NULL;
-	op->op.data = 0;
-	op->op.tag = 0;
-	op->op.user_comp = !(flags & IBF_RDM_NO_COMP) &&
-			   (!ep->tx_selective || (flags & FI_COMPLETION));
 	ibf_rdm_atomic_build(ep, op, a, count);
-	ret = ibf_rdm_conn_send(conn, op);
+	ret = ibf_rdm_conn_send(op->conn, op);
 	if (unlikely(ret))
 		ibf_rdm_op_free(op);
 	else
@@ -363,6 +350,18 @@ static ssize_t ibf_rdm_atomic_writev(struct fid_ep *ep_fid,
 				   to_ibf_rdm_ep(ep_fid)->tx_op_flags, context);
 }
 
+/* The fields an fi_msg_atomic gives (operands, remote ioc, op, type). */
+static void ibf_rdm_atomic_args_msg(struct ibf_rdm_atomic_args *a,
+				    const struct fi_msg_atomic *msg)
+{
+	a->opnd = msg->msg_iov;
+	a->nopnd = msg->iov_count;
+	a->rma = msg->rma_iov;
+	a->nrma = msg->rma_iov_count;
+	a->dt = msg->datatype;
+	a->op = msg->op;
+}
+
 static ssize_t ibf_rdm_atomic_writemsg(struct fid_ep *ep_fid,
 				       const struct fi_msg_atomic *msg,
 				       uint64_t flags)
@@ -371,12 +370,7 @@ static ssize_t ibf_rdm_atomic_writemsg(struct fid_ep *ep_fid,
 
 	if (!msg)
 		return -FI_EINVAL;
-	a.opnd = msg->msg_iov;
-	a.nopnd = msg->iov_count;
-	a.rma = msg->rma_iov;
-	a.nrma = msg->rma_iov_count;
-	a.dt = msg->datatype;
-	a.op = msg->op;
+	ibf_rdm_atomic_args_msg(&a, msg);
 	return ibf_rdm_atomic_call(ep_fid, &a, msg->addr, flags, msg->context);
 }
 
@@ -442,14 +436,9 @@ static ssize_t ibf_rdm_atomic_readwritemsg(struct fid_ep *ep_fid,
 	(void)result_desc;
 	if (!msg)
 		return -FI_EINVAL;
-	a.opnd = msg->msg_iov;
-	a.nopnd = msg->iov_count;
+	ibf_rdm_atomic_args_msg(&a, msg);
 	a.res = resultv;
 	a.nres = result_count;
-	a.rma = msg->rma_iov;
-	a.nrma = msg->rma_iov_count;
-	a.dt = msg->datatype;
-	a.op = msg->op;
 	return ibf_rdm_atomic_call(ep_fid, &a, msg->addr, flags & ~FI_INJECT,
 				   msg->context);
 }
@@ -517,16 +506,11 @@ static ssize_t ibf_rdm_atomic_compwritemsg(struct fid_ep *ep_fid,
 	(void)result_desc;
 	if (!msg)
 		return -FI_EINVAL;
-	a.opnd = msg->msg_iov;
-	a.nopnd = msg->iov_count;
+	ibf_rdm_atomic_args_msg(&a, msg);
 	a.cmp = comparev;
 	a.ncmp = compare_count;
 	a.res = resultv;
 	a.nres = result_count;
-	a.rma = msg->rma_iov;
-	a.nrma = msg->rma_iov_count;
-	a.dt = msg->datatype;
-	a.op = msg->op;
 	return ibf_rdm_atomic_call(ep_fid, &a, msg->addr, flags & ~FI_INJECT,
 				   msg->context);
 }

@@ -20,7 +20,6 @@ static ssize_t ibf_rdm_send(struct ibf_rdm_ep *ep, const struct iovec *iov,
 			    uint64_t data, uint64_t flags, void *context,
 			    int tagged)
 {
-	struct ibf_rdm_conn *conn;
 	struct ibf_rdm_op *op;
 	size_t len;
 	ssize_t ret;
@@ -39,27 +38,14 @@ static ssize_t ibf_rdm_send(struct ibf_rdm_ep *ep, const struct iovec *iov,
 	if (unlikely(!ep->enabled))
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
-	conn = likely(dest < ep->npeers) ? ep->peers[dest] : NULL;
-	if (unlikely(!conn) && (ret = ibf_rdm_conn_get(ep, dest, &conn)))
+	op = ibf_rdm_tx_begin(ep, dest, context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG),
+			      len, flags, &ret);
+	if (unlikely(!op))
 		goto out;
-	op = ibf_rdm_tx_get(ep);
-	if (unlikely(!op)) {
-		ret = -FI_EAGAIN;
-		goto out;
-	}
-	op->conn = conn;
-	op->op.context = context;
-	op->op.flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
-	op->op.len = len;
-	op->op.buf = NULL;
-	op->op.data = 0;
-	op->op.tag = 0;
-	op->op.user_comp = !(flags & IBF_RDM_NO_COMP) &&
-			   (!ep->tx_selective || (flags & FI_COMPLETION));
 	ret = ibf_rdm_send_build(ep, op, iov, count, len, tag, data, tagged,
 				 !!(flags & FI_REMOTE_CQ_DATA));
 	if (likely(!ret))
-		ret = ibf_rdm_conn_send(conn, op);
+		ret = ibf_rdm_conn_send(op->conn, op);
 	if (unlikely(ret)) {
 		ibf_rdm_unregister(op);
 		ibf_rdm_op_free(op);

@@ -13,6 +13,33 @@
 
 /* ---- sending ---- */
 
+struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep, fi_addr_t dest,
+				    void *context, uint64_t op_flags,
+				    size_t len, uint64_t flags, ssize_t *ret)
+{
+	struct ibf_rdm_conn *conn;
+	struct ibf_rdm_op *op;
+
+	conn = likely(dest < ep->npeers) ? ep->peers[dest] : NULL;
+	if (unlikely(!conn) && (*ret = ibf_rdm_conn_get(ep, dest, &conn)))
+		return NULL;
+	op = ibf_rdm_tx_get(ep);
+	if (unlikely(!op)) {
+		*ret = -FI_EAGAIN;
+		return NULL;
+	}
+	op->conn = conn;
+	op->op.context = context;
+	op->op.flags = op_flags;
+	op->op.len = len;
+	op->op.buf = NULL;
+	op->op.data = 0;
+	op->op.tag = 0;
+	op->op.user_comp = !(flags & IBF_RDM_NO_COMP) &&
+			   (!ep->tx_selective || (flags & FI_COMPLETION));
+	return op;
+}
+
 int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		       const struct iovec *iov, size_t count, size_t len,
 		       uint64_t tag, uint64_t data, int tagged, int with_data)

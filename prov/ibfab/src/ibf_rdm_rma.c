@@ -109,7 +109,6 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 			   fi_addr_t dest, const struct fi_rma_iov *rma,
 			   uint64_t data, uint64_t flags, void *context)
 {
-	struct ibf_rdm_conn *conn;
 	struct ibf_rdm_op *op;
 	size_t len;
 	ssize_t ret;
@@ -140,27 +139,15 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 	if (unlikely(!ep->enabled))
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
-	conn = likely(dest < ep->npeers) ? ep->peers[dest] : NULL;
-	if (unlikely(!conn) && (ret = ibf_rdm_conn_get(ep, dest, &conn)))
+	op = ibf_rdm_tx_begin(ep, dest, context, FI_RMA |
+			      (kind == IBF_RDM_WR_READ ? FI_READ : FI_WRITE),
+			      len, flags, &ret);
+	if (unlikely(!op))
 		goto out;
-	op = ibf_rdm_tx_get(ep);
-	if (unlikely(!op)) {
-		ret = -FI_EAGAIN;
-		goto out;
-	}
-	op->conn = conn;
-	op->op.context = context;
-	op->op.flags = FI_RMA | (kind == IBF_RDM_WR_READ ? FI_READ : FI_WRITE);
-	op->op.len = len;
-	op->op.buf = NULL;
-	op->op.data = 0;
-	op->op.tag = 0;
-	op->op.user_comp = !(flags & IBF_RDM_NO_COMP) &&
-			   (!ep->tx_selective || (flags & FI_COMPLETION));
 	ret = ibf_rdm_rma_build(ep, op, kind, iov, desc, count, len, rma->addr,
 				rma->key, data);
 	if (likely(!ret))
-		ret = ibf_rdm_conn_send(conn, op);
+		ret = ibf_rdm_conn_send(op->conn, op);
 	if (unlikely(ret)) {
 		ibf_rdm_unregister(op);
 		ibf_rdm_op_free(op);
