@@ -172,12 +172,19 @@ Test(mr_cache, free_then_malloc_at_the_same_address)
 	ibf_mr_cache_put(cache, a);
 	free(p);
 	q = malloc(len);
+	if (q != p) {
+		/* An allocator that neither unmaps on free nor reuses the
+		 * address at once (AddressSanitizer's quarantine): the case
+		 * cannot arise here. */
+		free(q);
+		cr_skip_test("malloc gave another address (not glibc's "
+			     "allocator?): nothing to check");
+	}
 	q[0] = 2;
 	before = regs;
 	a = get(q, len, 1);
-	cr_assert_eq(q, p, "malloc gave another address: the test needs the same");
-	cr_assert_neq(a->lkey, old, "freed memory's registration reused");
-	cr_assert_eq(regs, before + 1);
+	cr_expect_neq(a->lkey, old, "freed memory's registration reused");
+	cr_expect_eq(regs, before + 1);
 	ibf_mr_cache_put(cache, a);
 	free(q);
 }
