@@ -94,8 +94,7 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
 /* ---- ibf_rdm_rma.c, for ibf_rdm_proto.c ---- */
 
 /* One completion of an RMA op (it completes after its last). */
-void ibf_rdm_rma_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
-		      const struct ibv_wc *wc);
+void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc);
 /* A WDATA arrived in bounce b: a remote CQ data completion. */
 void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
 /* An FI_RMA_EVENT notice in bounce b: count it (kind: the counter). */

@@ -65,6 +65,19 @@ static void ibf_mr_key_del(struct ibf_domain *dom, struct ibf_mr *mr)
 	pthread_mutex_unlock(&dom->mr_lock);
 }
 
+/* The region of dom keyed key (a peer's bytes), or NULL; mr_lock held. */
+static struct ibf_mr *ibf_mr_by_key(struct ibf_domain *dom, uint64_t key)
+{
+	struct ibf_mr *mr;
+
+	if (key > UINT32_MAX)
+		return NULL;
+	for (mr = *ibf_mr_slot(dom, (uint32_t)key); mr; mr = mr->key_next)
+		if (mr->mr->rkey == key)
+			return mr;
+	return NULL;
+}
+
 int ibf_mr_target_check(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 			size_t len, int ibv_access)
 {
@@ -72,18 +85,14 @@ int ibf_mr_target_check(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 	uint64_t start, end;
 	int ret = -FI_EACCES;
 
-	if (key > UINT32_MAX)
-		return ret;
 	pthread_mutex_lock(&dom->mr_lock);
-	for (mr = *ibf_mr_slot(dom, (uint32_t)key); mr; mr = mr->key_next) {
-		if (mr->mr->rkey != key)
-			continue;
+	mr = ibf_mr_by_key(dom, key);
+	if (mr) {
 		start = (uintptr_t)mr->mr->addr;
 		end = start + mr->mr->length;
 		if (addr >= start && addr + len <= end && addr + len >= addr &&
 		    (mr->ibv_access & ibv_access) == ibv_access)
 			ret = 0;
-		break;
 	}
 	pthread_mutex_unlock(&dom->mr_lock);
 	return ret;
@@ -93,16 +102,10 @@ void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, int read)
 {
 	struct ibf_mr *mr;
 
-	if (key > UINT32_MAX)
-		return;
 	pthread_mutex_lock(&dom->mr_lock);
-	for (mr = *ibf_mr_slot(dom, (uint32_t)key); mr; mr = mr->key_next) {
-		if (mr->mr->rkey == key) {
-			if (mr->cntr[read])
-				ibf_cntr_count(mr->cntr[read], 0);
-			break;
-		}
-	}
+	mr = ibf_mr_by_key(dom, key);
+	if (mr && mr->cntr[read])
+		ibf_cntr_count(mr->cntr[read], 0);
 	pthread_mutex_unlock(&dom->mr_lock);
 }
 

@@ -310,15 +310,6 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 	return conn;
 }
 
-/*
- * Progress (ep->lock and cm_lock held): records of peers that are gone go
- * back for reuse, so that peers coming and going (a server's clients) do
- * not grow the endpoint.  A record is reused only when nothing can name it
- * any more: idle, nothing queued or parked, every QP of it destroyed (so
- * no arrival or completion can find it), no fi_addr of the AV cached on
- * it, and no op of the endpoint pointing at it (held messages, rendezvous,
- * the failed list).  One pass over the ops and the fi_addr cache.
- */
 /* An op in use keeps the connections it names. */
 static void ibf_rdm_op_keeps(struct ibf_rdm_op *op, void *unused)
 {
@@ -332,6 +323,15 @@ static void ibf_rdm_op_keeps(struct ibf_rdm_op *op, void *unused)
 		op->post_conn->reclaim_mark = 0;
 }
 
+/*
+ * Progress (ep->lock and cm_lock held): records of peers that are gone go
+ * back for reuse, so that peers coming and going (a server's clients) do
+ * not grow the endpoint.  A record is reused only when nothing can name it
+ * any more: idle, nothing queued or parked, every QP of it destroyed (so
+ * no arrival or completion can find it), no fi_addr of the AV cached on
+ * it, and no op of the endpoint pointing at it (held messages, rendezvous,
+ * the failed list).  One pass over the ops and the fi_addr cache.
+ */
 void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
 {
 	struct ibf_rdm_conn *conn;

@@ -36,6 +36,18 @@ void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
 
 /* ---- pools ---- */
 
+/* What every op starts with: its endpoint, and its slot (if any). */
+static void ibf_rdm_op_setup(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			     uint8_t *mem, uint32_t lkey, int is_bounce)
+{
+	op->op.kind = IBF_OP_RDM;
+	op->op.src = FI_ADDR_NOTAVAIL;
+	op->ep = ep;
+	op->mem = mem;
+	op->mem_lkey = lkey;
+	op->is_bounce = is_bounce;
+}
+
 /* Ops are laid out as [ntx sends][nrx receives][nbounce bounces]; sends
  * and bounces own a slot of the registered area each. */
 int ibf_rdm_ops_init(struct ibf_rdm_ep *ep)
@@ -56,20 +68,18 @@ int ibf_rdm_ops_init(struct ibf_rdm_ep *ep)
 	}
 	for (i = 0; i < n; i++) {
 		op = &ep->ops[i];
-		op->op.kind = IBF_OP_RDM;
-		op->op.src = FI_ADDR_NOTAVAIL;
-		op->ep = ep;
-		op->mem_lkey = ep->mem_mr->lkey;
 		if (i < ep->ntx) {
-			op->mem = ep->mem + (size_t)i * ep->slot;
+			ibf_rdm_op_setup(ep, op, ep->mem + (size_t)i * ep->slot,
+					 ep->mem_mr->lkey, 0);
 			op->next = ep->tx_free;
 			ep->tx_free = op;
 		} else if (i < ep->ntx + ep->nrx) {
+			ibf_rdm_op_setup(ep, op, NULL, ep->mem_mr->lkey, 0);
 			op->next = ep->rx_free;
 			ep->rx_free = op;
 		} else {
-			op->is_bounce = 1;
-			op->mem = ep->mem + (size_t)(i - ep->nrx) * ep->slot;
+			ibf_rdm_op_setup(ep, op, ep->mem + (size_t)(i - ep->nrx) *
+					 ep->slot, ep->mem_mr->lkey, 1);
 		}
 	}
 	ep->extra_max = (uint32_t)ibf_params.rdm_unexp_max;
@@ -274,12 +284,8 @@ static int ibf_rdm_bounce_grow(struct ibf_rdm_ep *ep)
 	for (i = 0; i < n; i++) {
 		struct ibf_rdm_op *b = &c->ops[i];
 
-		b->op.kind = IBF_OP_RDM;
-		b->op.src = FI_ADDR_NOTAVAIL;
-		b->ep = ep;
-		b->is_bounce = 1;
-		b->mem = c->mem + (size_t)i * ep->slot;
-		b->mem_lkey = c->mr->lkey;
+		ibf_rdm_op_setup(ep, b, c->mem + (size_t)i * ep->slot,
+				 c->mr->lkey, 1);
 		b->state = IBF_RDM_BOUNCE_SPARE;
 		b->next = ep->spare;
 		ep->spare = b;

@@ -362,7 +362,7 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	if (op->is_bounce)
 		ibf_rdm_bounce_release(ep, op);	/* its FIN went */
 	else if (op->state == IBF_RDM_TX_RMA)
-		ibf_rdm_rma_sent(ep, op, wc);
+		ibf_rdm_rma_sent(op, wc);
 	else if (op->state == IBF_RDM_TX_ATOMIC)
 		ibf_rdm_atomic_sent(op, -ibf_wc_status_to_fi(wc->status));
 	else if (op->state == IBF_RDM_RX_READ)

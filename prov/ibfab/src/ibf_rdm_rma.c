@@ -162,10 +162,8 @@ out:
 }
 
 /* One completion of RMA op (its write or read; a writedata's header). */
-void ibf_rdm_rma_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
-		      const struct ibv_wc *wc)
+void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc)
 {
-	(void)ep;
 	if (unlikely(wc->status != IBV_WC_SUCCESS) && !op->read_err) {
 		op->read_err = -ibf_wc_status_to_fi(wc->status);
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
