@@ -74,6 +74,8 @@ struct ibft_conn {
 	struct fid_pep *pep;	/* server only */
 	struct fid_ep *ep;
 	struct fid_ep *srx;	/* shared receive context, with shared_rx */
+	/* With cntrs: sends and writes, reads, receives. */
+	struct fid_cntr *tx_cntr, *rd_cntr, *rx_cntr;
 	int cq_fd;		/* with wait_fd */
 	uint8_t cm_data[64];	/* private data the peer sent */
 	size_t cm_data_len;
@@ -85,6 +87,8 @@ struct ibft_conn_opts {
 	size_t tx_size, rx_size;	/* 0: the provider's */
 	int shared_rx;		/* receives through a shared receive context */
 	int tagged;		/* FI_TAGGED, and a CQ of FI_CQ_FORMAT_TAGGED */
+	int cntrs;		/* bind counters (FI_WAIT_UNSPEC) too */
+	int no_cq;		/* with cntrs: bind no CQ at all */
 	const void *cm_data;	/* sent with connect / accept */
 	size_t cm_data_len;
 };

@@ -52,6 +52,31 @@ int ibft_eq_wait(struct fid_eq *eq, void *buf, size_t len, int timeout_ms,
 	return (int)event;
 }
 
+static int open_cntrs(struct ibft_conn *c)
+{
+	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP,
+				     .wait_obj = FI_WAIT_UNSPEC };
+	int ret;
+
+	ret = fi_cntr_open(c->domain, &attr, &c->tx_cntr, &c->tx_cntr);
+	if (!ret)
+		ret = fi_cntr_open(c->domain, &attr, &c->rd_cntr, &c->rd_cntr);
+	if (!ret)
+		ret = fi_cntr_open(c->domain, &attr, &c->rx_cntr, &c->rx_cntr);
+	return ret;
+}
+
+static int bind_cntrs(struct ibft_conn *c)
+{
+	int ret = fi_ep_bind(c->ep, &c->tx_cntr->fid, FI_SEND | FI_WRITE);
+
+	if (!ret)
+		ret = fi_ep_bind(c->ep, &c->rd_cntr->fid, FI_READ);
+	if (!ret)
+		ret = fi_ep_bind(c->ep, &c->rx_cntr->fid, FI_RECV);
+	return ret;
+}
+
 static int open_fabric(struct ibft_conn *c, const struct ibft_conn_opts *o)
 {
 	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_FD };
@@ -70,6 +95,8 @@ static int open_fabric(struct ibft_conn *c, const struct ibft_conn_opts *o)
 		ret = fi_cq_open(c->domain, &cq_attr, &c->cq, NULL);
 	if (!ret && o->wait_fd)
 		ret = fi_control(&c->cq->fid, FI_GETWAIT, &c->cq_fd);
+	if (!ret && o->cntrs)
+		ret = open_cntrs(c);
 	if (ret)
 		fprintf(stderr, "open_fabric: %s\n", fi_strerror(-ret));
 	return ret;
@@ -113,9 +140,11 @@ static int setup_ep(struct ibft_conn *c, const struct ibft_conn_opts *o,
 		ret = fi_ep_bind(c->ep, &c->srx->fid, 0);
 	if (!ret)
 		ret = fi_ep_bind(c->ep, &c->eq->fid, 0);
-	if (!ret)
+	if (!ret && !o->no_cq)
 		ret = fi_ep_bind(c->ep, &c->cq->fid,
 				 FI_TRANSMIT | FI_RECV | o->cq_bind_flags);
+	if (!ret && o->cntrs)
+		ret = bind_cntrs(c);
 	if (!ret)
 		ret = fi_enable(c->ep);
 	if (ret)
@@ -241,6 +270,12 @@ void ibft_close(struct ibft_conn *c)
 		fi_close(&c->pep->fid);
 	if (c->cq)
 		fi_close(&c->cq->fid);
+	if (c->tx_cntr)
+		fi_close(&c->tx_cntr->fid);
+	if (c->rd_cntr)
+		fi_close(&c->rd_cntr->fid);
+	if (c->rx_cntr)
+		fi_close(&c->rx_cntr->fid);
 	if (c->domain)
 		fi_close(&c->domain->fid);
 	if (c->eq)

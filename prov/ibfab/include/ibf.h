@@ -359,6 +359,8 @@ struct ibf_op {
 	size_t olen;
 	int err;
 	fi_addr_t src;		/* FI_SOURCE: the sender (RDM) */
+	/* FI_EP_MSG: the counter its completion adds to, or NULL. */
+	struct ibf_cntr *cntr;
 };
 
 struct ibf_ring {
@@ -446,6 +448,19 @@ struct ibf_cq {
 	 */
 	struct ibf_rdm_ep **rdm;
 	int nrdm;
+	/*
+	 * Completions a counter's progress took out of the device CQ (so
+	 * counters advance without a CQ reader) that the application is still
+	 * to read: copies, their slots already retired.  Read before anything
+	 * newer; NULL until an endpoint with counters uses the CQ.
+	 */
+	struct ibf_cq_report *rep;
+	uint32_t rep_head, rep_tail, rep_size;
+	int unread;		/* an endpoint's own: nothing is reported */
+};
+struct ibf_cq_report {
+	struct fi_cq_err_entry e;	/* e.err != 0: an error completion */
+	uint32_t qp_num;		/* whose: a closing endpoint drops its own */
 };
 /* fd: the endpoint's completion channel, or -1 if it has none. */
 int ibf_cq_add_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd);
@@ -484,6 +499,18 @@ int ibf_cq_bind(struct ibf_cq *cq, struct ibf_domain *dom, uint64_t flags,
 		int *rx_selective);
 /* Progress cq; does it have a completion (or an error) to read? */
 int ibf_cq_ready(struct ibf_cq *cq);
+/*
+ * Counters of FI_EP_MSG endpoints (ibf_cntr.c calls these).  A counter
+ * counts a completion when it leaves the device CQ, so progressing one
+ * takes everything out of the CQ: silent completions are retired, the
+ * rest kept as reports for fi_cq_read.  ibf_cq_use_reports makes room for
+ * them (0 or -FI_ENOMEM); ibf_cq_cntr_trywait arms the CQ for a counter
+ * about to sleep on its channel: 0, or -FI_EAGAIN (progress first, or the
+ * CQ has no channel to sleep on).
+ */
+int ibf_cq_use_reports(struct ibf_cq *cq);
+void ibf_cq_progress(struct ibf_cq *cq);
+int ibf_cq_cntr_trywait(struct ibf_cq *cq);
 
 /* ---- counter (ibf_cntr.c) ---- */
 struct ibf_cntr {
@@ -494,8 +521,8 @@ struct ibf_cntr {
 	struct ibf_waitfd wait;	/* endpoints' channels + an eventfd */
 	int waiting;		/* fi_trywait passed; changes raise the fd (atomic) */
 	struct ibf_lock lock;	/* the endpoints bound */
-	struct ibf_rdm_ep **rdm;
-	int nrdm;
+	struct ibf_cntr_src { struct ibf_rdm_ep *rdm; struct ibf_ep *msg; } *src;
+	int nsrc;
 	int ref;		/* endpoints bound */
 };
 int ibf_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
@@ -505,6 +532,10 @@ void ibf_cntr_count(struct ibf_cntr *c, int err);
 /* An RDM endpoint bound to c (fd: its completion channel, or -1). */
 int ibf_cntr_add_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd);
 void ibf_cntr_del_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd);
+/* An enabled FI_EP_MSG endpoint bound to c: c progresses and sleeps on its
+ * CQs. */
+int ibf_cntr_add_msg(struct ibf_cntr *c, struct ibf_ep *ep);
+void ibf_cntr_del_msg(struct ibf_cntr *c, struct ibf_ep *ep);
 /* fi_trywait on a counter: 0, -FI_EAGAIN, or -FI_EINVAL (no wait object). */
 int ibf_cntr_trywait(struct ibf_cntr *c);
 
@@ -630,6 +661,15 @@ enum ibf_ep_state {
 	IBF_EP_ERROR,		/* rejected or unreachable */
 };
 
+/* What a counter bound to an FI_EP_MSG endpoint counts (fi_ep_bind). */
+enum ibf_ep_cntr_kind {
+	IBF_EP_CNTR_SEND,	/* FI_SEND */
+	IBF_EP_CNTR_RECV,	/* FI_RECV */
+	IBF_EP_CNTR_READ,	/* FI_READ */
+	IBF_EP_CNTR_WRITE,	/* FI_WRITE */
+	IBF_EP_CNTRS
+};
+
 struct ibf_ep {
 	struct fid_ep ep_fid;
 	struct ibf_cm_owner owner;
@@ -638,6 +678,10 @@ struct ibf_ep {
 	struct rdma_cm_id *id;
 	struct ibf_eq *eq;
 	struct ibf_cq *tx_cq, *rx_cq;
+	/* Bound with counters and no CQ: a CQ of its own nobody reads. */
+	struct ibf_cq *own_cq;
+	/* Counters bound, by what they count (enum ibf_ep_cntr_kind). */
+	struct ibf_cntr *cntr[IBF_EP_CNTRS];
 	struct ibf_srx *srx;	/* receives come from here, if bound */
 	int state;		/* enum ibf_ep_state, atomic */
 	int enabled;
@@ -718,15 +762,19 @@ static inline struct ibf_ep *to_ibf_ep(struct fid_ep *ep)
 	return container_of(ep, struct ibf_ep, ep_fid);
 }
 
-/* The CQs sends and receives complete to: one bound CQ serves both. */
+/*
+ * The CQs sends and receives complete to: one bound CQ serves both; an
+ * endpoint with counters alone completes to a CQ of its own.  Only a CQ
+ * bound for a direction reports that direction's completions.
+ */
 static inline struct ibf_cq *ibf_ep_send_cq(const struct ibf_ep *ep)
 {
-	return ep->tx_cq ? ep->tx_cq : ep->rx_cq;
+	return ep->tx_cq ? ep->tx_cq : ep->rx_cq ? ep->rx_cq : ep->own_cq;
 }
 
 static inline struct ibf_cq *ibf_ep_recv_cq(const struct ibf_ep *ep)
 {
-	return ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+	return ep->rx_cq ? ep->rx_cq : ep->tx_cq ? ep->tx_cq : ep->own_cq;
 }
 
 int ibf_ep_open(struct fid_domain *domain, struct fi_info *info,
@@ -771,12 +819,12 @@ ssize_t ibf_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
 /* Does the caller want a completion for an operation with these flags? */
 static inline int ibf_tx_wants_comp(const struct ibf_ep *ep, uint64_t flags)
 {
-	return !ep->tx_selective || (flags & FI_COMPLETION);
+	return ep->tx_cq && (!ep->tx_selective || (flags & FI_COMPLETION));
 }
 
 static inline int ibf_rx_wants_comp(const struct ibf_ep *ep, uint64_t flags)
 {
-	return !ep->rx_selective || (flags & FI_COMPLETION);
+	return ep->rx_cq && (!ep->rx_selective || (flags & FI_COMPLETION));
 }
 
 /* One transmit work request, as the msg and rma calls describe it. */

@@ -6,8 +6,8 @@
  * doorbell from user space).  The lock is the one the threading level
  * asked for, which may be none.
  *
- * Signalling: a send is signalled when the caller wants its completion,
- * and otherwise once every tx_signal_every posts, so that completions
+ * Signalling: a send is signalled when the caller wants its completion
+ * or a counter counts it, and otherwise once every tx_signal_every posts, so that completions
  * keep retiring slots (a completion retires every slot before it) and the
  * ring can never fill with slots nothing will free.
  */
@@ -50,6 +50,17 @@ static inline int ibf_tx_signal(struct ibf_ep *ep, int comp)
 		return IBV_SEND_SIGNALED;
 	}
 	return 0;
+}
+
+/* The counter an operation of this opcode adds to, or NULL. */
+static inline struct ibf_cntr *ibf_tx_cntr(const struct ibf_ep *ep,
+					   enum ibv_wr_opcode opcode)
+{
+	if (opcode == IBV_WR_RDMA_READ)
+		return ep->cntr[IBF_EP_CNTR_READ];
+	if (opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		return ep->cntr[IBF_EP_CNTR_WRITE];
+	return ep->cntr[IBF_EP_CNTR_SEND];
 }
 
 static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
@@ -99,7 +110,8 @@ static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 	op->len = len;
 	op->buf = NULL;
 	op->user_comp = tx->comp;
-	wr.send_flags |= ibf_tx_signal(ep, tx->comp);
+	op->cntr = ibf_tx_cntr(ep, tx->opcode);
+	wr.send_flags |= ibf_tx_signal(ep, tx->comp || op->cntr);
 	wr.wr_id = (uintptr_t)op;
 	ret = ibv_post_send(ep->id->qp, &wr, &bad);
 	if (likely(!ret))
@@ -131,6 +143,7 @@ static inline ssize_t ibf_ep_post_rx_wr(struct ibf_ep *ep, struct ibv_sge *sge,
 	op->len = len;
 	op->buf = buf;
 	op->user_comp = comp;
+	op->cntr = ep->cntr[IBF_EP_CNTR_RECV];
 	op->lkey = count ? sge[0].lkey : 0;
 	wr.wr_id = (uintptr_t)op;
 	ret = ibv_post_recv(ep->id->qp, &wr, &bad);

@@ -11,11 +11,14 @@
  * fi_trywait) on the completion channels of its endpoints and on an
  * eventfd that fi_cntr_add and its kin raise.
  *
- * RDM endpoints only for now; binding one to an FI_EP_MSG endpoint is
- * refused with -FI_ENOSYS.
+ * An RDM endpoint progresses its own queue pairs.  An FI_EP_MSG endpoint
+ * completes to CQs: its operations count as their completions leave the
+ * device CQ, so progressing the counter takes them out (ibf_cq_progress),
+ * keeping for fi_cq_read what the application asked to see there.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,12 +32,34 @@ static struct ibf_cntr *to_ibf_cntr(struct fid_cntr *c)
 /* Progress every endpoint bound to c. */
 static void ibf_cntr_progress(struct ibf_cntr *c)
 {
+	struct ibf_cq *scq, *rcq;
 	int i;
 
 	ibf_lock_acquire(&c->lock);
-	for (i = 0; i < c->nrdm; i++)
-		ibf_rdm_progress(c->rdm[i]);
+	for (i = 0; i < c->nsrc; i++) {
+		if (c->src[i].rdm) {
+			ibf_rdm_progress(c->src[i].rdm);
+			continue;
+		}
+		scq = ibf_ep_send_cq(c->src[i].msg);
+		rcq = ibf_ep_recv_cq(c->src[i].msg);
+		ibf_cq_progress(scq);
+		if (rcq != scq)
+			ibf_cq_progress(rcq);
+	}
 	ibf_lock_release(&c->lock);
+}
+
+/* 0 when the MSG endpoint's CQs are armed with nothing new. */
+static int ibf_cntr_msg_trywait(struct ibf_ep *ep)
+{
+	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
+	int ret;
+
+	ret = ibf_cq_cntr_trywait(scq);
+	if (!ret && rcq != scq)
+		ret = ibf_cq_cntr_trywait(rcq);
+	return ret;
 }
 
 /* Someone may sleep on the counter: wake them. */
@@ -130,8 +155,9 @@ int ibf_cntr_trywait(struct ibf_cntr *c)
 		return -FI_EINVAL;
 	__atomic_store_n(&c->waiting, 1, __ATOMIC_SEQ_CST);
 	ibf_lock_acquire(&c->lock);
-	for (i = 0; !ret && i < c->nrdm; i++)
-		ret = ibf_rdm_trywait(c->rdm[i]);
+	for (i = 0; !ret && i < c->nsrc; i++)
+		ret = c->src[i].rdm ? ibf_rdm_trywait(c->src[i].rdm) :
+				      ibf_cntr_msg_trywait(c->src[i].msg);
 	ibf_lock_release(&c->lock);
 	return ret;
 }
@@ -180,45 +206,127 @@ static struct fi_ops_cntr ibf_cntr_ops = {
 	.seterr = ibf_cntr_seterr,
 };
 
-int ibf_cntr_add_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd)
-{
-	struct ibf_rdm_ep **tmp;
-	int ret = 0, i;
+static int ibf_cntr_msg_fds(struct ibf_ep *ep, int fd[2]);
 
-	ibf_lock_acquire(&c->lock);
-	for (i = 0; i < c->nrdm && c->rdm[i] != ep; i++)
-		;
-	if (i < c->nrdm) {
-		ibf_lock_release(&c->lock);
-		return 0;	/* bound for another direction already */
-	}
-	tmp = realloc(c->rdm, (c->nrdm + 1) * sizeof(*tmp));
-	if (tmp) {
-		c->rdm = tmp;
-		c->rdm[c->nrdm++] = ep;
-	}
-	ibf_lock_release(&c->lock);
-	if (!tmp)
-		return -FI_ENOMEM;
-	if (c->waitable && fd >= 0 && (ret = ibf_waitfd_watch(&c->wait, fd)))
-		ibf_cntr_del_rdm(c, ep, -1);
-	return ret;
+/* c->lock held: does an endpoint still bound sleep on fd (a shared CQ)? */
+static int ibf_cntr_fd_used(struct ibf_cntr *c, int fd)
+{
+	int i, f[2];
+
+	for (i = 0; i < c->nsrc; i++)
+		if (c->src[i].msg && ibf_cntr_msg_fds(c->src[i].msg, f) &&
+		    (f[0] == fd || f[1] == fd))
+			return 1;
+	return 0;
 }
 
-void ibf_cntr_del_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd)
+static void ibf_cntr_unwatch(struct ibf_cntr *c, const int *fd, int nfd)
+{
+	int i;
+
+	for (i = 0; c->waitable && i < nfd; i++)
+		if (fd[i] >= 0 && !ibf_cntr_fd_used(c, fd[i]))
+			ibf_waitfd_unwatch(&c->wait, fd[i]);
+}
+
+static void ibf_cntr_src_del(struct ibf_cntr *c, struct ibf_cntr_src src,
+			     const int *fd, int nfd)
 {
 	int i;
 
 	ibf_lock_acquire(&c->lock);
-	for (i = 0; i < c->nrdm; i++) {
-		if (c->rdm[i] == ep) {
-			c->rdm[i] = c->rdm[--c->nrdm];
-			if (c->waitable && fd >= 0)
-				ibf_waitfd_unwatch(&c->wait, fd);
+	for (i = 0; i < c->nsrc; i++) {
+		if (c->src[i].rdm == src.rdm && c->src[i].msg == src.msg) {
+			c->src[i] = c->src[--c->nsrc];
+			ibf_cntr_unwatch(c, fd, nfd);
 			break;
 		}
 	}
 	ibf_lock_release(&c->lock);
+}
+
+/*
+ * An endpoint (src) that c progresses, with the fds c sleeps on for it.
+ * Bound for several kinds of operation, it is added once.
+ */
+static int ibf_cntr_src_add(struct ibf_cntr *c, struct ibf_cntr_src src,
+				const int *fd, int nfd)
+{
+	struct ibf_cntr_src *tmp;
+	int ret = 0, i;
+
+	ibf_lock_acquire(&c->lock);
+	for (i = 0; i < c->nsrc; i++) {
+		if (c->src[i].rdm == src.rdm && c->src[i].msg == src.msg) {
+			ibf_lock_release(&c->lock);
+			return 0;
+		}
+	}
+	tmp = realloc(c->src, (c->nsrc + 1) * sizeof(*tmp));
+	if (tmp) {
+		c->src = tmp;
+		c->src[c->nsrc++] = src;
+	}
+	ibf_lock_release(&c->lock);
+	if (!tmp)
+		return -FI_ENOMEM;
+	for (i = 0; c->waitable && i < nfd; i++) {
+		ret = fd[i] >= 0 ? ibf_waitfd_watch(&c->wait, fd[i]) : 0;
+		if (ret && ret != -EEXIST) {	/* EEXIST: a CQ shared */
+			ibf_cntr_src_del(c, src, NULL, 0);
+			ibf_lock_acquire(&c->lock);
+			ibf_cntr_unwatch(c, fd, i);
+			ibf_lock_release(&c->lock);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int ibf_cntr_add_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd)
+{
+	struct ibf_cntr_src src = { .rdm = ep };
+
+	return ibf_cntr_src_add(c, src, &fd, 1);
+}
+
+void ibf_cntr_del_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd)
+{
+	struct ibf_cntr_src src = { .rdm = ep };
+
+	ibf_cntr_src_del(c, src, &fd, 1);
+}
+
+/* The completion channels of a MSG endpoint's CQs (-1: none, or the same). */
+static int ibf_cntr_msg_fds(struct ibf_ep *ep, int fd[2])
+{
+	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
+
+	fd[0] = scq->channel ? scq->channel->fd : -1;
+	fd[1] = rcq != scq && rcq->channel ? rcq->channel->fd : -1;
+	return 2;
+}
+
+int ibf_cntr_add_msg(struct ibf_cntr *c, struct ibf_ep *ep)
+{
+	struct ibf_cntr_src src = { .msg = ep };
+	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
+	int fd[2], ret;
+
+	ret = ibf_cq_use_reports(scq);
+	if (!ret && rcq != scq)
+		ret = ibf_cq_use_reports(rcq);
+	if (ret)
+		return ret;
+	return ibf_cntr_src_add(c, src, fd, ibf_cntr_msg_fds(ep, fd));
+}
+
+void ibf_cntr_del_msg(struct ibf_cntr *c, struct ibf_ep *ep)
+{
+	struct ibf_cntr_src src = { .msg = ep };
+	int fd[2];
+
+	ibf_cntr_src_del(c, src, fd, ibf_cntr_msg_fds(ep, fd));
 }
 
 static int ibf_cntr_close(struct fid *fid)
@@ -232,7 +340,7 @@ static int ibf_cntr_close(struct fid *fid)
 	}
 	if (c->waitable)
 		ibf_waitfd_close(&c->wait);
-	free(c->rdm);
+	free(c->src);
 	ibf_lock_fini(&c->lock);
 	ibf_ref_put(&c->domain->ref);
 	free(c);

@@ -94,6 +94,55 @@ static void ibf_cq_fill(const struct ibf_cq *cq, void *entry,
 		     (flags & FI_RECV) ? op->buf : NULL, data, 0);
 }
 
+/*
+ * Take up to max completions out of the device CQ.  This is where an
+ * FI_EP_MSG endpoint's counters count, once per completion, whoever reads
+ * it later.  A writedata consuming a receive is no receive: not counted.
+ */
+static void ibf_cq_count(const struct ibv_wc *wc)
+{
+	struct ibf_op *op = (struct ibf_op *)(uintptr_t)wc->wr_id;
+
+	if (likely(!op->cntr))
+		return;
+	if (wc->status != IBV_WC_SUCCESS)
+		ibf_cntr_count(op->cntr, 1);
+	else if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM)
+		ibf_cntr_count(op->cntr, 0);
+}
+
+static int ibf_cq_fetch(struct ibf_cq *cq, struct ibv_wc *wc, int max)
+{
+	int n, i;
+
+	n = ibv_poll_cq(cq->cq, max, wc);
+	for (i = 0; i < n; i++)
+		ibf_cq_count(&wc[i]);
+	return n;
+}
+
+/* Does this successful completion reach the application's CQ? */
+static int ibf_cq_reports(const struct ibv_wc *wc, const struct ibf_op *op)
+{
+	/*
+	 * Remote CQ data is reported even for a silent receive.  Only a
+	 * receive: some devices (rxe) flag the sender's completion of a write
+	 * with immediate data too, and a silent send (an inject) must stay
+	 * silent.
+	 */
+	return op->user_comp || ((wc->opcode & IBV_WC_RECV) &&
+				 (wc->wc_flags & IBV_WC_WITH_IMM));
+}
+
+/* A completed multi-receive: what its completion does not report yet. */
+static uint64_t ibf_cq_multi_clear(struct ibf_op *op, const struct ibv_wc *wc)
+{
+	if (unlikely(op->flags & FI_MULTI_RECV) &&
+	    !ibf_ep_multi_recv_next(op, wc->byte_len))
+		return FI_MULTI_RECV;	/* the buffer has room left */
+	return 0;
+}
+
 /* ---- soft completions (tagged mode) ---- */
 
 int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n)
@@ -146,6 +195,8 @@ void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op)
 {
 	uint32_t tail;
 
+	if (unlikely(op->cntr))	/* tagged mode's receives count here */
+		ibf_cntr_count(op->cntr, op->err != 0);
 	ibf_lock_acquire(&cq->soft_lock);
 	tail = cq->soft_tail;
 	cq->soft[tail & (cq->soft_size - 1)] = op;
@@ -227,6 +278,7 @@ void ibf_cq_del_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd)
 static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 			   fi_addr_t *src)
 {
+	struct ibf_cq_report *rep;
 	size_t n = 0;
 	struct ibv_wc *wc;
 	struct ibf_op *op;
@@ -246,6 +298,10 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 				break;
 			}
 			cq->soft_head++;
+			if (op->kind == IBF_OP_URECV && !op->user_comp) {
+				ibf_op_release(op);	/* a silent receive */
+				continue;
+			}
 			ibf_cq_write(cq, (char *)buf + n * cq->entry_size, op->context,
 				     op->flags, op->len, op->buf, op->data, op->tag);
 			if (src)
@@ -254,8 +310,23 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 			ibf_op_release(op);
 			continue;
 		}
+		if (unlikely(cq->rep_head != cq->rep_tail)) {
+			rep = &cq->rep[cq->rep_head & (cq->rep_size - 1)];
+			if (rep->e.err) {
+				cq->has_err = 3;	/* a report, at rep_head */
+				break;
+			}
+			cq->rep_head++;
+			ibf_cq_write(cq, (char *)buf + n * cq->entry_size,
+				     rep->e.op_context, rep->e.flags, rep->e.len,
+				     rep->e.buf, rep->e.data, 0);
+			if (src)
+				src[n] = FI_ADDR_NOTAVAIL;
+			n++;
+			continue;
+		}
 		if (cq->wc_next == cq->wc_count) {
-			polled = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, cq->wc);
+			polled = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);
 			if (polled <= 0)
 				break;
 			cq->wc_next = 0;
@@ -274,18 +345,8 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 			break;
 		}
 		cq->wc_next++;
-		clear = 0;
-		if (unlikely(op->flags & FI_MULTI_RECV) &&
-		    !ibf_ep_multi_recv_next(op, wc->byte_len))
-			clear = FI_MULTI_RECV;	/* the buffer has room left */
-		/*
-		 * Remote CQ data is reported even for a silent receive.  Only
-		 * a receive: some devices (rxe) flag the sender's completion
-		 * of a write with immediate data too, and a silent send (an
-		 * inject) must stay silent.
-		 */
-		if (op->user_comp || ((wc->opcode & IBV_WC_RECV) &&
-				      (wc->wc_flags & IBV_WC_WITH_IMM))) {
+		clear = ibf_cq_multi_clear(op, wc);
+		if (ibf_cq_reports(wc, op)) {
 			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op,
 				    clear);
 			if (src)
@@ -336,9 +397,10 @@ int ibf_cq_ready(struct ibf_cq *cq)
 	if (cq->nrdm)
 		ibf_cq_progress_rdm(cq);
 	ready = cq->has_err || cq->wc_next < cq->wc_count ||
+		cq->rep_head != cq->rep_tail ||
 		cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
 	if (!ready) {
-		polled = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, cq->wc);
+		polled = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);
 		if (polled > 0) {
 			cq->wc_next = 0;
 			cq->wc_count = polled;
@@ -347,6 +409,106 @@ int ibf_cq_ready(struct ibf_cq *cq)
 	}
 	ibf_lock_release(&cq->lock);
 	return ready;
+}
+
+/* cq->lock held: keep a completion for fi_cq_read; 0, or -FI_ENOSPC. */
+static int ibf_cq_report(struct ibf_cq *cq, const struct ibv_wc *wc,
+			 struct ibf_op *op, uint64_t clear)
+{
+	struct fi_cq_err_entry *e;
+	uint64_t flags, data;
+	size_t len;
+
+	if (cq->rep_tail - cq->rep_head == cq->rep_size)
+		return -FI_ENOSPC;
+	e = &cq->rep[cq->rep_tail & (cq->rep_size - 1)].e;
+	cq->rep[cq->rep_tail & (cq->rep_size - 1)].qp_num = wc->qp_num;
+	memset(e, 0, sizeof(*e));
+	e->op_context = op->context;
+	if (wc->status == IBV_WC_SUCCESS) {
+		ibf_wc_result(wc, op, &flags, &len, &data);
+		e->flags = flags & ~clear;
+		e->len = len;
+		e->data = data;
+	} else {
+		e->flags = op->flags;
+		e->len = op->len;
+		e->err = ibf_wc_status_to_fi(wc->status);
+		e->prov_errno = wc->status;
+	}
+	e->buf = (op->flags & FI_RECV) ? op->buf : NULL;
+	cq->rep_tail++;
+	return 0;
+}
+
+/* cq->lock held: one completion out of the batch, retired or reported. */
+static int ibf_cq_settle(struct ibf_cq *cq, const struct ibv_wc *wc)
+{
+	struct ibf_op *op = (struct ibf_op *)(uintptr_t)wc->wr_id;
+	uint64_t clear = 0;
+	int ret = 0;
+
+	if (op->kind == IBF_OP_BOUNCE) {
+		ibf_tagged_on_bounce(cq, op, wc);
+		return 0;
+	}
+	if (wc->status == IBV_WC_SUCCESS)
+		clear = ibf_cq_multi_clear(op, wc);
+	if (!cq->unread && (wc->status != IBV_WC_SUCCESS || ibf_cq_reports(wc, op)))
+		ret = ibf_cq_report(cq, wc, op, clear);
+	if (!ret)
+		ibf_op_release(op);
+	return ret;
+}
+
+/*
+ * cq->lock held: take every completion out of the device CQ (where
+ * counters count); returns how many were taken.  Keeps what the
+ * application is to read as reports, in order after those it has not
+ * read yet.  Stops, with a warning, if the reports fill: the application
+ * is not reading a CQ it bound.
+ */
+static int ibf_cq_progress_locked(struct ibf_cq *cq)
+{
+	int polled, taken = 0;
+
+	if (cq->has_err == 1)
+		cq->has_err = 0;	/* the error at wc_next is reported below */
+	while (cq->unread && cq->soft_head !=
+	       __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))
+		ibf_op_release(cq->soft[cq->soft_head++ & (cq->soft_size - 1)]);
+	for (;;) {
+		if (cq->wc_next == cq->wc_count) {
+			polled = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);
+			if (polled <= 0)
+				break;
+			taken += polled;
+			cq->wc_next = 0;
+			cq->wc_count = polled;
+		}
+		if (ibf_cq_settle(cq, &cq->wc[cq->wc_next])) {
+			FI_WARN_ONCE(&ibf_prov, FI_LOG_CQ, "a CQ holds %u unread "
+				     "completions: read it (fi_cq_read) or bind "
+				     "it with FI_SELECTIVE_COMPLETION\n",
+				     cq->rep_size);
+			break;
+		}
+		cq->wc_next++;
+	}
+	return taken;
+}
+
+void ibf_cq_progress(struct ibf_cq *cq)
+{
+	uint32_t before;
+
+	ibf_lock_acquire(&cq->lock);
+	before = cq->rep_tail;
+	ibf_cq_progress_locked(cq);
+	ibf_lock_release(&cq->lock);
+	if (cq->rep_tail != before && cq->channel &&
+	    __atomic_load_n(&cq->waiting, __ATOMIC_SEQ_CST))
+		ibf_waitfd_raise(&cq->wait);	/* a reader may sleep */
 }
 
 static ssize_t ibf_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
@@ -372,6 +534,7 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 			      uint64_t flags)
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+	struct ibf_cq_report *rep;
 	struct ibv_wc *wc;
 	struct ibf_op *op;
 	void *err_data;
@@ -388,6 +551,15 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 	memset(err, 0, sizeof(*err));
 	err->err_data = err_data;
 	err->err_data_size = 0;
+	if (cq->has_err == 3) {
+		rep = &cq->rep[cq->rep_head++ & (cq->rep_size - 1)];
+		*err = rep->e;
+		err->err_data = err_data;
+		err->err_data_size = 0;
+		cq->has_err = 0;
+		ibf_lock_release(&cq->lock);
+		return 1;
+	}
 	if (cq->has_err == 2) {
 		op = cq->soft[cq->soft_head++ & (cq->soft_size - 1)];
 		err->op_context = op->context;
@@ -470,19 +642,36 @@ int ibf_cq_trywait(struct ibf_cq *cq)
 	ibf_cq_take_events(cq);
 	ret = ibf_cq_arm(cq);
 	if (!ret && (cq->has_err || cq->wc_next < cq->wc_count ||
-		     cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_SEQ_CST)))
+		     cq->rep_head != cq->rep_tail || cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_SEQ_CST)))
 		ret = -FI_EAGAIN;
 	for (i = 0; !ret && i < cq->nrdm; i++)
 		ret = ibf_rdm_trywait(cq->rdm[i]);
 	if (!ret) {
 		/* Armed: anything polled now would not raise an event. */
-		cq->wc_count = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, cq->wc);
+		cq->wc_count = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);
 		cq->wc_next = 0;
 		if (cq->wc_count < 0)
 			cq->wc_count = 0;
 		if (cq->wc_count)
 			ret = -FI_EAGAIN;
 	}
+	ibf_lock_release(&cq->lock);
+	return ret;
+}
+
+int ibf_cq_cntr_trywait(struct ibf_cq *cq)
+{
+	int ret;
+
+	if (!cq->channel)
+		return -FI_EAGAIN;	/* nothing to sleep on: poll */
+	ibf_lock_acquire(&cq->lock);
+	ibf_cq_take_events(cq);
+	ret = ibf_cq_arm(cq);
+	/* Armed: what came before is taken now, what comes later raises
+	 * the channel. */
+	if (!ret && ibf_cq_progress_locked(cq))
+		ret = -FI_EAGAIN;
 	ibf_lock_release(&cq->lock);
 	return ret;
 }
@@ -566,6 +755,7 @@ static int ibf_cq_control(struct fid *fid, int command, void *arg)
 static void ibf_cq_destroy(struct ibf_cq *cq)
 {
 	free(cq->wc);
+	free(cq->rep);
 	free(cq->soft);
 	free(cq->rdm);
 	if (cq->cq)
@@ -630,6 +820,31 @@ static int ibf_cq_make_wait(struct ibf_cq *cq)
 	return ibf_waitfd_open(&cq->wait, cq->channel->fd);
 }
 
+/*
+ * cq->lock held: room for a report of every completion the device CQ can
+ * hold, which is at most what its endpoints can have outstanding.  A full
+ * report ring is a CQ overrun, as it would be in the device.
+ */
+static int ibf_cq_reports_fit(struct ibf_cq *cq)
+{
+	uint32_t size = cq->rep_size ? cq->rep_size : 64, i;
+	struct ibf_cq_report *rep;
+
+	while (size < (uint32_t)cq->cq->cqe)
+		size *= 2;
+	if (size == cq->rep_size)
+		return 0;
+	rep = calloc(size, sizeof(*rep));
+	if (!rep)
+		return -FI_ENOMEM;
+	for (i = cq->rep_head; i != cq->rep_tail; i++)
+		rep[i & (size - 1)] = cq->rep[i & (cq->rep_size - 1)];
+	free(cq->rep);
+	cq->rep = rep;
+	cq->rep_size = size;
+	return 0;
+}
+
 int ibf_cq_reserve(struct ibf_cq *cq, int entries)
 {
 	int want, ret = 0;
@@ -648,8 +863,20 @@ int ibf_cq_reserve(struct ibf_cq *cq, int entries)
 			ret = -FI_ENOSPC;
 		}
 	}
+	if (!ret && cq->rep)
+		ret = ibf_cq_reports_fit(cq);
 	if (!ret)
 		cq->cqe_used = want;
+	ibf_lock_release(&cq->lock);
+	return ret;
+}
+
+int ibf_cq_use_reports(struct ibf_cq *cq)
+{
+	int ret;
+
+	ibf_lock_acquire(&cq->lock);
+	ret = ibf_cq_reports_fit(cq);
 	ibf_lock_release(&cq->lock);
 	return ret;
 }
@@ -677,6 +904,22 @@ static int ibf_cq_park(struct ibf_cq *cq, const struct ibv_wc *wc)
 	return 0;
 }
 
+/* Take a closing endpoint's reports out (their memory is the caller's,
+ * but their contexts belong to an endpoint that is gone). */
+static void ibf_cq_report_purge(struct ibf_cq *cq, const struct ibf_drain *d)
+{
+	uint32_t i, kept = cq->rep_head;
+	struct ibv_wc wc = { 0 };
+
+	for (i = cq->rep_head; i != cq->rep_tail; i++) {
+		wc.qp_num = cq->rep[i & (cq->rep_size - 1)].qp_num;
+		if (!d->mine(&wc, d->arg))
+			cq->rep[kept++ & (cq->rep_size - 1)] =
+				cq->rep[i & (cq->rep_size - 1)];
+	}
+	cq->rep_tail = kept;
+}
+
 /*
  * An endpoint is closing and its QPs are in the error state, so every work
  * request it still has will complete (flushed).  Take its completions out
@@ -700,15 +943,20 @@ void ibf_cq_drain(struct ibf_cq *cq, const struct ibf_drain *d)
 	}
 	if (cq->soft && d->soft_mine)
 		ibf_cq_soft_purge(cq, d);
+	if (cq->rep)
+		ibf_cq_report_purge(cq, d);
 	cq->wc_count = kept;
 	cq->has_err = 0;	/* the next poll finds a kept error again */
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	while (d->busy(d->arg)) {
 		n = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, wc);
 		for (i = 0; i < n; i++) {
-			if (d->mine(&wc[i], d->arg))
+			if (d->mine(&wc[i], d->arg)) {
 				d->drop(&wc[i], d->arg);
-			else if (ibf_cq_park(cq, &wc[i]))
+				continue;
+			}
+			ibf_cq_count(&wc[i]);
+			if (ibf_cq_park(cq, &wc[i]))
 				IBF_WARN(FI_LOG_CQ, "no memory to keep a completion "
 					 "while closing an endpoint: it is lost\n");
 		}

@@ -121,16 +121,81 @@ static void ibf_ep_unreserve_cqs(struct ibf_ep *ep)
 	ibf_cq_unreserve(ibf_ep_recv_cq(ep), ibf_ep_rx_depth(ep));
 }
 
+static int ibf_ep_has_cntr(const struct ibf_ep *ep)
+{
+	int k;
+
+	for (k = 0; k < IBF_EP_CNTRS; k++)
+		if (ep->cntr[k])
+			return 1;
+	return 0;
+}
+
+/*
+ * Counters and no CQ: the QP completes to a CQ of the endpoint's own,
+ * which only counters read, with a channel if one of them sleeps.
+ */
+static int ibf_ep_open_own_cq(struct ibf_ep *ep)
+{
+	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_CONTEXT };
+	struct fid_cq *cq;
+	int k, ret;
+
+	attr.wait_obj = FI_WAIT_NONE;
+	for (k = 0; k < IBF_EP_CNTRS; k++)
+		if (ep->cntr[k] && ep->cntr[k]->waitable)
+			attr.wait_obj = FI_WAIT_FD;
+	ret = ibf_cq_open(&ep->domain->domain_fid, &attr, &cq, NULL);
+	if (ret)
+		return ret;
+	ep->own_cq = container_of(cq, struct ibf_cq, cq_fid);
+	ep->own_cq->unread = 1;
+	return 0;
+}
+
+static void ibf_ep_detach_cntrs(struct ibf_ep *ep)
+{
+	int k;
+
+	for (k = 0; k < IBF_EP_CNTRS; k++)
+		if (ep->cntr[k])
+			ibf_cntr_del_msg(ep->cntr[k], ep);
+}
+
+/* Counters progress (and sleep on) the endpoint's CQs from now on. */
+static int ibf_ep_attach_cntrs(struct ibf_ep *ep)
+{
+	int k, ret;
+
+	for (k = 0; k < IBF_EP_CNTRS; k++) {
+		if (ep->cntr[k] && (ret = ibf_cntr_add_msg(ep->cntr[k], ep))) {
+			ibf_ep_detach_cntrs(ep);
+			return ret;
+		}
+	}
+	return 0;
+}
+
 static int ibf_ep_enable(struct ibf_ep *ep)
 {
 	int ret;
 
 	if (ep->enabled)
 		return 0;
-	if (!ep->tx_cq && !ep->rx_cq) {
-		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a CQ first\n");
+	if (!ep->tx_cq && !ep->rx_cq && !ibf_ep_has_cntr(ep)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a CQ or a counter "
+			 "first\n");
 		return -FI_ENOCQ;
 	}
+	if (ep->srx && ep->cntr[IBF_EP_CNTR_RECV]) {
+		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: a receive counter on an "
+			 "endpoint with a shared receive context is not "
+			 "supported: count receives on a CQ\n");
+		return -FI_ENOSYS;
+	}
+	if (!ep->tx_cq && !ep->rx_cq && !ep->own_cq &&
+	    (ret = ibf_ep_open_own_cq(ep)))
+		return ret;
 	if (!ep->eq) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind an EQ first: "
 			 "connection events go there\n");
@@ -141,11 +206,15 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 		return ret;
 	if (ep->tag_mode && (ret = ibf_tagged_init(ep)))
 		goto unreserve;
+	if ((ret = ibf_ep_attach_cntrs(ep)))
+		goto untag;
 	/* Without an address yet, the QP waits for fi_connect's resolution. */
 	if (ep->id->verbs && (ret = ibf_ep_create_qp(ep)))
-		goto untag;
+		goto detach;
 	ep->enabled = 1;
 	return 0;
+detach:
+	ibf_ep_detach_cntrs(ep);
 untag:
 	ibf_tagged_fini(ep);
 unreserve:
@@ -157,6 +226,43 @@ static int ibf_ep_bind_cq(struct ibf_ep *ep, struct ibf_cq *cq, uint64_t flags)
 {
 	return ibf_cq_bind(cq, ep->domain, flags, &ep->tx_cq, &ep->rx_cq,
 			   &ep->tx_selective, &ep->rx_selective);
+}
+
+/*
+ * fi_ep_bind of a counter: what it counts, from flags.  FI_REMOTE_READ and
+ * FI_REMOTE_WRITE are accepted and count nothing: RDMA to this endpoint
+ * completes in the peer's device alone (FI_RMA_EVENT is not offered on
+ * FI_EP_MSG).
+ */
+static int ibf_ep_bind_cntr(struct ibf_ep *ep, struct ibf_cntr *c,
+			    uint64_t flags)
+{
+	static const uint64_t kind_flag[IBF_EP_CNTRS] = {
+		[IBF_EP_CNTR_SEND] = FI_SEND,
+		[IBF_EP_CNTR_RECV] = FI_RECV,
+		[IBF_EP_CNTR_READ] = FI_READ,
+		[IBF_EP_CNTR_WRITE] = FI_WRITE,
+	};
+	uint64_t all = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+		       FI_REMOTE_WRITE;
+	int k;
+
+	if (c->domain != ep->domain || !flags || (flags & ~all)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a counter binds to an endpoint of its "
+			 "domain with FI_SEND, FI_RECV, FI_READ, FI_WRITE, "
+			 "FI_REMOTE_READ or FI_REMOTE_WRITE (flags 0x%llx)\n",
+			 (unsigned long long)flags);
+		return c->domain != ep->domain ? -FI_EINVAL : -FI_EBADFLAGS;
+	}
+	for (k = 0; k < IBF_EP_CNTRS; k++) {
+		if (!(flags & kind_flag[k]))
+			continue;
+		if (ep->cntr[k])
+			ibf_ref_put(&ep->cntr[k]->ref);
+		ep->cntr[k] = c;
+		ibf_ref_get(&c->ref);
+	}
+	return 0;
 }
 
 static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
@@ -190,9 +296,8 @@ static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		ibf_ref_get(&ep->srx->ref);
 		return 0;
 	case FI_CLASS_CNTR:
-		IBF_WARN(FI_LOG_EP_CTRL, "counters are not supported on "
-			 "FI_EP_MSG endpoints yet (FI_EP_RDM endpoints count)\n");
-		return -FI_ENOSYS;
+		return ibf_ep_bind_cntr(ep, container_of(bfid, struct ibf_cntr,
+							 cntr_fid.fid), flags);
 	default:
 		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind fid class %zu to an "
 			 "FI_EP_MSG endpoint (CQs, an EQ, a shared receive "
@@ -298,7 +403,7 @@ static void ibf_ep_flush(struct ibf_ep *ep)
 static int ibf_ep_close(struct fid *fid)
 {
 	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
-	int leak = 0;
+	int leak = 0, k;
 
 	if (ep->id && ep->id->qp) {
 		if (__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) == IBF_EP_CONNECTED)
@@ -311,10 +416,16 @@ static int ibf_ep_close(struct fid *fid)
 		rdma_destroy_qp(ep->id);
 	}
 	if (ep->enabled) {
+		ibf_ep_detach_cntrs(ep);
 		ibf_ep_unreserve_cqs(ep);
 		if (!leak)
 			ibf_tagged_fini(ep);
 	}
+	for (k = 0; k < IBF_EP_CNTRS; k++)
+		if (ep->cntr[k])
+			ibf_ref_put(&ep->cntr[k]->ref);
+	if (ep->own_cq && !leak)
+		fi_close(&ep->own_cq->cq_fid.fid);
 	if (ep->id)
 		rdma_destroy_id(ep->id);
 	if (ep->tx_cq)

@@ -77,6 +77,8 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 	info->domain_attr->mr_key_size = IBF_MR_KEY_SIZE;
 	info->domain_attr->cq_data_size = IBF_CQ_DATA_SIZE;
 	info->domain_attr->cq_cnt = lim->max_cq;
+	/* Counters are the provider's own: as many as CQs, to be sane. */
+	info->domain_attr->cntr_cnt = lim->max_cq;
 	info->domain_attr->ep_cnt = lim->max_qp;
 	info->domain_attr->tx_ctx_cnt = lim->max_qp;
 	info->domain_attr->rx_ctx_cnt = lim->max_qp;
@@ -148,8 +150,6 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 	info->domain_attr->mr_mode = IBF_RDM_RMA_MR_MODE;
 	info->domain_attr->cq_data_size = IBF_RDM_CQ_DATA_SIZE;
 	info->domain_attr->max_ep_srx_ctx = 0;
-	/* Counters are the provider's own (FI_EP_MSG has none yet). */
-	info->domain_attr->cntr_cnt = lim->max_cq;
 	return info;
 }
 

@@ -274,7 +274,8 @@ ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context)
 
 static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 			       size_t count, uint64_t tag, uint64_t ignore,
-			       int tagged, void *context, uint64_t flags)
+			       int tagged, void *context, uint64_t flags,
+			       int comp)
 {
 	struct ibf_tagged *t = ep->tagged;
 	struct ibf_urecv *x;
@@ -311,6 +312,8 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 	x->me.src = IBF_TAGGED_PEER;
 	t->urecv[r].context = context;
 	t->urecv[r].tag = tag;
+	t->urecv[r].cntr = ep->cntr[IBF_EP_CNTR_RECV];
+	t->urecv[r].user_comp = comp;
 	u = ibf_match_unexpected(t, r);
 	if (u < 0)
 		ibf_mq_post(&t->posted_q[tagged], &x->me);
@@ -369,13 +372,14 @@ static ssize_t ibf_tagged_send(struct ibf_ep *ep, const struct iovec *iov,
 	op->len = len;
 	op->buf = NULL;
 	op->user_comp = comp;
+	op->cntr = ep->cntr[IBF_EP_CNTR_SEND];
 	wr.wr_id = (uintptr_t)op;
 	wr.next = NULL;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = (sge.length <= ep->inject_size ? IBV_SEND_INLINE : 0) |
-			ibf_tx_signal(ep, comp);
+			ibf_tx_signal(ep, comp || op->cntr);
 	ret = ibv_post_send(ep->id->qp, &wr, &bad);
 	if (likely(!ret))
 		ep->tx.head++;
@@ -502,21 +506,24 @@ static ssize_t ibf_tg_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc
 {
 	struct iovec iov = { buf, len };
 
-	return ibf_tagged_recv(to_ibf_ep(ep), &iov, 1, tag, ignore, 1, context, 0);
+	return ibf_tagged_recv(to_ibf_ep(ep), &iov, 1, tag, ignore, 1, context, 0,
+			       ibf_rx_wants_comp(to_ibf_ep(ep), to_ibf_ep(ep)->rx_op_flags));
 }
 
 static ssize_t ibf_tg_trecvv(struct fid_ep *ep, const struct iovec *iov,
 			     void **desc, size_t count, fi_addr_t src_addr,
 			     uint64_t tag, uint64_t ignore, void *context)
 {
-	return ibf_tagged_recv(to_ibf_ep(ep), iov, count, tag, ignore, 1, context, 0);
+	return ibf_tagged_recv(to_ibf_ep(ep), iov, count, tag, ignore, 1, context, 0,
+			       ibf_rx_wants_comp(to_ibf_ep(ep), to_ibf_ep(ep)->rx_op_flags));
 }
 
 static ssize_t ibf_tg_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
 			       uint64_t flags)
 {
 	return ibf_tagged_recv(to_ibf_ep(ep), msg->msg_iov, msg->iov_count,
-			       msg->tag, msg->ignore, 1, msg->context, flags);
+			       msg->tag, msg->ignore, 1, msg->context, flags,
+			       ibf_rx_wants_comp(to_ibf_ep(ep), flags));
 }
 
 static ssize_t ibf_tg_tsend(struct fid_ep *ep_fid, const void *buf, size_t len,
@@ -596,21 +603,24 @@ static ssize_t ibf_tg_recv(struct fid_ep *ep, void *buf, size_t len, void *desc,
 {
 	struct iovec iov = { buf, len };
 
-	return ibf_tagged_recv(to_ibf_ep(ep), &iov, 1, 0, 0, 0, context, 0);
+	return ibf_tagged_recv(to_ibf_ep(ep), &iov, 1, 0, 0, 0, context, 0,
+			       ibf_rx_wants_comp(to_ibf_ep(ep), to_ibf_ep(ep)->rx_op_flags));
 }
 
 static ssize_t ibf_tg_recvv(struct fid_ep *ep, const struct iovec *iov,
 			    void **desc, size_t count, fi_addr_t src_addr,
 			    void *context)
 {
-	return ibf_tagged_recv(to_ibf_ep(ep), iov, count, 0, 0, 0, context, 0);
+	return ibf_tagged_recv(to_ibf_ep(ep), iov, count, 0, 0, 0, context, 0,
+			       ibf_rx_wants_comp(to_ibf_ep(ep), to_ibf_ep(ep)->rx_op_flags));
 }
 
 static ssize_t ibf_tg_recvmsg(struct fid_ep *ep, const struct fi_msg *msg,
 			      uint64_t flags)
 {
 	return ibf_tagged_recv(to_ibf_ep(ep), msg->msg_iov, msg->iov_count, 0, 0,
-			       0, msg->context, flags);
+			       0, msg->context, flags,
+			       ibf_rx_wants_comp(to_ibf_ep(ep), flags));
 }
 
 static ssize_t ibf_tg_send(struct fid_ep *ep_fid, const void *buf, size_t len,

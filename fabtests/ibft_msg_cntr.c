@@ -1,0 +1,299 @@
+/*
+ * ibft_msg_cntr: counters on FI_EP_MSG endpoints (fi_cntr(3)), between a
+ * server (-s ADDR) and a client (-d ADDR [-s ADDR]).  One test per run:
+ *   selective  the CQ is bound with FI_SELECTIVE_COMPLETION: sends,
+ *              injects, receives, writes and reads count on their
+ *              counters (sends and writes on one, reads on another) with
+ *              no CQ entry; the one operation asked with FI_COMPLETION is
+ *              still in the CQ after counters were waited on; a counter
+ *              wait times out, sleeps until a message arrives, and a
+ *              counter's fd wakes poll(2) and names it in a poll set; a
+ *              write with a wrong key counts as an error
+ *   tagged     the same, on an endpoint opened with FI_TAGGED
+ *   only       counters and no CQ at all: messages, writes and reads
+ * Counters are opened with FI_WAIT_UNSPEC and waited on with fi_cntr_wait.
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ibft.h"
+
+#define N 24		/* messages each way */
+#define SZ 64		/* bytes in each */
+#define K 8		/* writes, and reads */
+#define WAIT_MS 10000
+
+struct region {
+	uint64_t addr, key;
+};
+
+static struct ibft_conn_opts copts;
+static int with_cq;
+
+static int cntr_reaches(struct fid_cntr *c, uint64_t n, const char *name)
+{
+	int ret = fi_cntr_wait(c, n, WAIT_MS);
+
+	return IBFT_CHECK(!ret, name, "fi_cntr_wait(%llu): %s (value %llu, "
+			  "errors %llu)", (unsigned long long)n, fi_strerror(-ret),
+			  (unsigned long long)fi_cntr_read(c),
+			  (unsigned long long)fi_cntr_readerr(c));
+}
+
+/* With a CQ: nothing but the one operation asked with FI_COMPLETION. */
+static void only_marked(struct ibft_conn *c, void *marker, const char *name)
+{
+	struct fi_cq_tagged_entry e[4];
+	ssize_t n;
+
+	if (!with_cq)
+		return;
+	n = fi_cq_read(c->cq, e, 4);
+	IBFT_CHECK(n == 1 && e[0].op_context == marker, name, "fi_cq_read "
+		   "gave %zd entries (first context %p, want %p)", n,
+		   n > 0 ? e[0].op_context : NULL, marker);
+	n = fi_cq_read(c->cq, e, 4);
+	IBFT_CHECK(n == -FI_EAGAIN, name, "then %zd more", n);
+}
+
+/* A message asked with FI_COMPLETION where the CQ is selective. */
+static int send_marked(struct ibft_conn *c, struct ibft_buf *b, size_t len,
+		       void *ctx)
+{
+	struct iovec iov = { b->ptr, len };
+	struct fi_msg m = { .msg_iov = &iov, .desc = &b->desc, .iov_count = 1,
+			    .context = ctx };
+
+	return (int)fi_sendmsg(c->ep, &m, with_cq ? FI_COMPLETION : 0);
+}
+
+static int recv_marked(struct ibft_conn *c, struct ibft_buf *b, size_t len,
+		       void *ctx)
+{
+	struct iovec iov = { b->ptr, len };
+	struct fi_msg m = { .msg_iov = &iov, .desc = &b->desc, .iov_count = 1,
+			    .context = ctx };
+
+	return (int)fi_recvmsg(c->ep, &m, with_cq ? FI_COMPLETION : 0);
+}
+
+/* The counter's fd after fi_trywait wakes poll(2) once a message lands;
+ * a poll set holding the counter then names it. */
+static void fd_and_pollset(struct ibft_conn *c, uint64_t want)
+{
+	struct fi_poll_attr pattr = { 0 };
+	struct fid_poll *ps = NULL;
+	struct fid *fids[1] = { &c->rx_cntr->fid };
+	struct pollfd pfd = { .events = POLLIN };
+	void *ctx[2];
+	int ret, n, woke = 0;
+
+	ret = fi_poll_open(c->domain, &pattr, &ps);
+	if (!IBFT_CHECK(!ret, "cntr-pollset-open", "%s", fi_strerror(-ret)))
+		return;
+	ret = fi_poll_add(ps, &c->rx_cntr->fid, 0);
+	IBFT_CHECK(!ret, "cntr-pollset-add", "%s", fi_strerror(-ret));
+	n = fi_poll(ps, ctx, 2);
+	IBFT_CHECK(n == 0, "cntr-pollset-quiet", "fi_poll before: %d", n);
+	ret = fi_control(&c->rx_cntr->fid, FI_GETWAIT, &pfd.fd);
+	IBFT_CHECK(!ret, "cntr-fd", "FI_GETWAIT: %s", fi_strerror(-ret));
+	while (!ret && fi_cntr_read(c->rx_cntr) < want) {
+		if (fi_trywait(c->fabric, fids, 1) == -FI_EAGAIN)
+			continue;
+		if (poll(&pfd, 1, WAIT_MS) <= 0)
+			break;
+		woke = 1;
+	}
+	IBFT_CHECK(fi_cntr_read(c->rx_cntr) >= want, "cntr-fd-wakes",
+		   "the counter's fd %s, count %llu of %llu",
+		   woke ? "woke" : "never woke",
+		   (unsigned long long)fi_cntr_read(c->rx_cntr),
+		   (unsigned long long)want);
+	n = fi_poll(ps, ctx, 2);
+	IBFT_CHECK(n == 1 && ctx[0] == &c->rx_cntr, "cntr-pollset-names",
+		   "fi_poll: %d (context %p, want %p)", n, n > 0 ? ctx[0] : NULL,
+		   (void *)&c->rx_cntr);
+	fi_poll_del(ps, &c->rx_cntr->fid, 0);
+	fi_close(&ps->fid);
+}
+
+static void server(struct ibft_conn *c)
+{
+	struct ibft_buf in, out, region;
+	struct region r;
+	int marker, i, ok = 1, ret;
+
+	if (ibft_buf_alloc(c, &in, (N + 4) * SZ, FI_RECV) ||
+	    ibft_buf_alloc(c, &out, SZ, FI_SEND) ||
+	    ibft_buf_alloc(c, &region, K * SZ, FI_REMOTE_WRITE | FI_REMOTE_READ)) {
+		IBFT_CHECK(0, "buffers", "registration failed");
+		return;
+	}
+	/* N silent receives and one marked, then the region's address. */
+	for (i = 0; i < N && ok; i++)
+		ok = !fi_recv(c->ep, in.ptr + i * SZ, SZ, in.desc, 0, NULL);
+	ok = ok && !recv_marked(c, &in, 0, &marker);
+	for (i = 0; i < K; i++)
+		ibft_fill(region.ptr + i * SZ, SZ, 500 + i);
+	r.addr = (uintptr_t)region.ptr;
+	r.key = region.key;
+	memcpy(out.ptr, &r, sizeof(r));
+	ok = ok && !fi_send(c->ep, out.ptr, sizeof(r), out.desc, 0, NULL);
+	IBFT_CHECK(ok, "server-post", "posting failed");
+	if (cntr_reaches(c->rx_cntr, N + 1, "cntr-recv-counts")) {
+		for (i = 0, ok = 1; i < N; i++)
+			ok = ok && ibft_verify(in.ptr + i * SZ, SZ, 100 + i);
+		IBFT_CHECK(ok, "cntr-recv-data", "a message is wrong");
+	}
+	cntr_reaches(c->tx_cntr, 1, "cntr-send-counts");
+	only_marked(c, &marker, "cntr-cq-keeps-marked-recv");
+
+	/* The client's writes are done when its "written" message lands. */
+	ok = !fi_recv(c->ep, in.ptr, SZ, in.desc, 0, NULL);
+	if (cntr_reaches(c->rx_cntr, N + 2, "cntr-written-notice")) {
+		for (i = 0; i < K; i++)
+			ok = ok && ibft_verify(region.ptr + i * SZ, SZ, 700 + i);
+		IBFT_CHECK(ok, "cntr-write-data", "the region is not as written");
+	}
+	if (copts.no_cq)
+		goto out;	/* the only-counters run ends here */
+
+	/* A wait that cannot be met times out; one that can sleeps. */
+	ret = fi_cntr_wait(c->rx_cntr, N + 100, 100);
+	IBFT_CHECK(ret == -FI_ETIMEDOUT, "cntr-wait-times-out", "fi_cntr_wait: %s",
+		   fi_strerror(-ret));
+	ok = !fi_recv(c->ep, in.ptr, SZ, in.desc, 0, NULL) &&
+	     !fi_recv(c->ep, in.ptr + SZ, SZ, in.desc, 0, NULL);
+	IBFT_CHECK(ok, "server-post-late", "posting failed");
+	cntr_reaches(c->rx_cntr, N + 3, "cntr-wait-sleeps");
+	fd_and_pollset(c, N + 4);
+	/* The client's bad write breaks the connection; wait for it. */
+	fi_cntr_wait(c->rx_cntr, N + 100, 3000);
+out:
+	ibft_buf_free(&in);
+	ibft_buf_free(&out);
+	ibft_buf_free(&region);
+}
+
+static void client(struct ibft_conn *c)
+{
+	struct ibft_buf out, in, local;
+	struct fi_cq_err_entry err = { 0 };
+	struct region r;
+	int marker, i, ok = 1, ret;
+
+	if (ibft_buf_alloc(c, &out, (N + 4) * SZ, FI_SEND) ||
+	    ibft_buf_alloc(c, &in, SZ, FI_RECV) ||
+	    ibft_buf_alloc(c, &local, 2 * K * SZ, FI_WRITE | FI_READ)) {
+		IBFT_CHECK(0, "buffers", "registration failed");
+		return;
+	}
+	ok = !fi_recv(c->ep, in.ptr, SZ, in.desc, 0, NULL);
+	/* Half sent, half injected, then one marked. */
+	for (i = 0; i < N && ok; i++) {
+		ibft_fill(out.ptr + i * SZ, SZ, 100 + i);
+		for (;;) {
+			ret = i % 2 ? (int)fi_send(c->ep, out.ptr + i * SZ, SZ,
+						   out.desc, 0, NULL) :
+				      (int)fi_inject(c->ep, out.ptr + i * SZ,
+						     SZ, 0);
+			if (ret != -FI_EAGAIN)
+				break;
+			fi_cntr_read(c->tx_cntr);	/* progress */
+		}
+		ok = !ret;
+	}
+	ok = ok && !send_marked(c, &out, 0, &marker);
+	IBFT_CHECK(ok, "client-post", "sending failed");
+	cntr_reaches(c->tx_cntr, N + 1, "cntr-send-counts");
+	if (!cntr_reaches(c->rx_cntr, 1, "cntr-recv-counts"))
+		goto out;
+	only_marked(c, &marker, "cntr-cq-keeps-marked-send");
+
+	/* K writes on the send counter, K reads on the read counter. */
+	memcpy(&r, in.ptr, sizeof(r));
+	for (i = 0, ok = 1; i < K && ok; i++)
+		ok = !fi_read(c->ep, local.ptr + (K + i) * SZ, SZ, local.desc, 0,
+			      r.addr + i * SZ, r.key, NULL);
+	IBFT_CHECK(ok, "client-read-post", "posting failed");
+	if (cntr_reaches(c->rd_cntr, K, "cntr-read-counts")) {
+		for (i = 0; i < K; i++)
+			ok = ok && ibft_verify(local.ptr + (K + i) * SZ, SZ, 500 + i);
+		IBFT_CHECK(ok, "cntr-read-data", "a read brought the wrong data");
+	}
+	for (i = 0, ok = 1; i < K && ok; i++) {
+		ibft_fill(local.ptr + i * SZ, SZ, 700 + i);
+		ok = !fi_write(c->ep, local.ptr + i * SZ, SZ, local.desc, 0,
+			       r.addr + i * SZ, r.key, NULL);
+	}
+	IBFT_CHECK(ok, "client-write-post", "posting failed");
+	cntr_reaches(c->tx_cntr, N + 1 + K, "cntr-write-counts");
+	IBFT_EXPECT(fi_cntr_read(c->rd_cntr), K, "cntr-read-apart");
+	ok = !fi_send(c->ep, out.ptr, 8, out.desc, 0, NULL);
+	cntr_reaches(c->tx_cntr, N + 2 + K, "cntr-written-notice");
+	if (copts.no_cq)
+		goto out;
+
+	/* Give the server time to sleep in fi_cntr_wait, then in poll(2). */
+	usleep(300000);
+	ok = !fi_send(c->ep, out.ptr, 8, out.desc, 0, NULL);
+	usleep(300000);
+	ok = ok && !fi_send(c->ep, out.ptr, 8, out.desc, 0, NULL);
+	cntr_reaches(c->tx_cntr, N + 4 + K, "cntr-late-sends");
+
+	/* A wrong key: an error on the counter and in the CQ. */
+	ok = !fi_write(c->ep, local.ptr, SZ, local.desc, 0, r.addr, r.key + 99,
+		       &marker);
+	/* fi_cntr_wait ends with -FI_EAVAIL on an error during the wait;
+	 * the error may come first, so the error count is what is checked. */
+	ret = fi_cntr_wait(c->tx_cntr, N + 5 + K, 2000);
+	for (i = 0; i < 2000 && fi_cntr_readerr(c->tx_cntr) < 1; i++)
+		usleep(1000);
+	IBFT_CHECK(ok && fi_cntr_readerr(c->tx_cntr) == 1 &&
+		   fi_cntr_read(c->tx_cntr) == N + 4 + K, "cntr-error-counts",
+		   "fi_cntr_wait: %s; %llu errors, %llu done", fi_strerror(-ret),
+		   (unsigned long long)fi_cntr_readerr(c->tx_cntr),
+		   (unsigned long long)fi_cntr_read(c->tx_cntr));
+	ret = (int)fi_cq_read(c->cq, &err, 1);
+	if (ret == -FI_EAVAIL)
+		ret = (int)fi_cq_readerr(c->cq, &err, 0);
+	IBFT_CHECK(ret == 1 && err.op_context == &marker && err.err,
+		   "cntr-error-in-cq", "fi_cq_readerr: %d (context %p err %d)",
+		   ret, err.op_context, err.err);
+out:
+	ibft_buf_free(&out);
+	ibft_buf_free(&in);
+	ibft_buf_free(&local);
+}
+
+int main(int argc, char **argv)
+{
+	const char *test;
+	struct ibft_conn c;
+	int ret;
+
+	ibft_parse(argc, argv, "(-t selective|tagged|only)");
+	test = ibft_opts.test ? ibft_opts.test : "selective";
+	if (!strncmp(test, "cntr-", 5))
+		test += 5;	/* run-suite's names */
+	copts.cntrs = 1;
+	copts.cq_bind_flags = FI_SELECTIVE_COMPLETION;
+	if (!strcmp(test, "tagged"))
+		copts.tagged = 1;
+	else if (!strcmp(test, "only"))
+		copts.no_cq = 1;
+	else if (strcmp(test, "selective"))
+		IBFT_CHECK(0, "test-name", "no test %s", test);
+	with_cq = !copts.no_cq;
+	ret = ibft_connect(&c, &copts);
+	if (IBFT_EXPECT(ret, 0, "connect")) {
+		if (ibft_opts.server)
+			server(&c);
+		else
+			client(&c);
+	}
+	ibft_close(&c);
+	return ibft_finish();
+}
