@@ -4,7 +4,7 @@
  *   selective  the CQ is bound with FI_SELECTIVE_COMPLETION: sends,
  *              injects, receives, writes and reads count on their
  *              counters (sends and writes on one, reads on another) with
- *              no CQ entry; the one operation asked with FI_COMPLETION is
+ *              no CQ entry, a writedata on the receive it consumed; the one operation asked with FI_COMPLETION is
  *              still in the CQ after counters were waited on; a counter
  *              wait times out, sleeps until a message arrives, and a
  *              counter's fd wakes poll(2) and names it in a poll set; a
@@ -150,12 +150,22 @@ static void server(struct ibft_conn *c)
 	cntr_reaches(c->tx_cntr, 1, "cntr-send-counts");
 	only_marked(c, &marker, "cntr-cq-keeps-marked-recv");
 
-	/* The client's writes are done when its "written" message lands. */
+	/* The client's writes end with a writedata, which takes a receive
+	 * and counts as one; its remote CQ data is reported all the same. */
 	ok = !fi_recv(c->ep, in.ptr, SZ, in.desc, 0, NULL);
-	if (cntr_reaches(c->rx_cntr, N + 2, "cntr-written-notice")) {
+	if (cntr_reaches(c->rx_cntr, N + 2, "cntr-writedata-counts")) {
 		for (i = 0; i < K; i++)
 			ok = ok && ibft_verify(region.ptr + i * SZ, SZ, 700 + i);
 		IBFT_CHECK(ok, "cntr-write-data", "the region is not as written");
+	}
+	if (with_cq) {
+		struct fi_cq_data_entry e = { 0 };
+		ssize_t n = fi_cq_read(c->cq, &e, 1);
+
+		IBFT_CHECK(n == 1 && (e.flags & FI_REMOTE_CQ_DATA) && e.data == 77,
+			   "cntr-writedata-reported", "fi_cq_read: %zd (flags "
+			   "%#llx data %llu)", n, (unsigned long long)e.flags,
+			   (unsigned long long)e.data);
 	}
 	if (copts.no_cq)
 		goto out;	/* the only-counters run ends here */
@@ -231,8 +241,10 @@ static void client(struct ibft_conn *c)
 	IBFT_CHECK(ok, "client-write-post", "posting failed");
 	cntr_reaches(c->tx_cntr, N + 1 + K, "cntr-write-counts");
 	IBFT_EXPECT(fi_cntr_read(c->rd_cntr), K, "cntr-read-apart");
-	ok = !fi_send(c->ep, out.ptr, 8, out.desc, 0, NULL);
-	cntr_reaches(c->tx_cntr, N + 2 + K, "cntr-written-notice");
+	ok = !fi_writedata(c->ep, local.ptr, SZ, local.desc, 77, 0, r.addr,
+			   r.key, NULL);
+	IBFT_CHECK(ok, "client-writedata-post", "posting failed");
+	cntr_reaches(c->tx_cntr, N + 2 + K, "cntr-writedata-counts");
 	if (copts.no_cq)
 		goto out;
 

@@ -97,18 +97,15 @@ static void ibf_cq_fill(const struct ibf_cq *cq, void *entry,
 /*
  * Take up to max completions out of the device CQ.  This is where an
  * FI_EP_MSG endpoint's counters count, once per completion, whoever reads
- * it later.  A writedata consuming a receive is no receive: not counted.
+ * it later.  A writedata that consumed a receive counts as that receive,
+ * as its completion is the receive's.
  */
 static void ibf_cq_count(const struct ibv_wc *wc)
 {
 	struct ibf_op *op = (struct ibf_op *)(uintptr_t)wc->wr_id;
 
-	if (likely(!op->cntr))
-		return;
-	if (wc->status != IBV_WC_SUCCESS)
-		ibf_cntr_count(op->cntr, 1);
-	else if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM)
-		ibf_cntr_count(op->cntr, 0);
+	if (unlikely(op->cntr))
+		ibf_cntr_count(op->cntr, wc->status != IBV_WC_SUCCESS);
 }
 
 static int ibf_cq_fetch(struct ibf_cq *cq, struct ibv_wc *wc, int max)

@@ -178,6 +178,8 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 		b->data = ntohl(wc->imm_data);
 		b->tag = 0;
 		b->err = 0;
+		/* It consumed a receive of the peer's: counted as one. */
+		b->cntr = t->ep->cntr[IBF_EP_CNTR_RECV];
 		ibf_cq_soft_push(cq, b);
 		return;
 	}
@@ -204,6 +206,7 @@ void ibf_tagged_release(struct ibf_op *op)
 	int i;
 
 	if (op->kind == IBF_OP_BOUNCE) {
+		op->cntr = NULL;	/* a writedata's: counted at its push */
 		ibf_bounce_post(t, op);
 		return;
 	}
