@@ -88,6 +88,7 @@ struct ibft_conn_opts {
 	int shared_rx;		/* receives through a shared receive context */
 	int tagged;		/* FI_TAGGED, and a CQ of FI_CQ_FORMAT_TAGGED */
 	int cntrs;		/* bind counters (FI_WAIT_UNSPEC) too */
+	uint64_t caps;		/* more caps to ask (FI_ATOMIC) */
 	int no_cq;		/* with cntrs: bind no CQ at all */
 	const void *cm_data;	/* sent with connect / accept */
 	size_t cm_data_len;

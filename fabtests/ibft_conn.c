@@ -115,6 +115,7 @@ static struct fi_info *getinfo(const struct ibft_conn_opts *o)
 		hints->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	if (o->tagged)
 		hints->caps = FI_MSG | FI_TAGGED;
+	hints->caps |= o->caps;
 	if (ibft_opts.server)
 		ret = fi_getinfo(IBFT_VERSION, ibft_opts.src, ibft_opts.port,
 				 FI_SOURCE, hints, &info);

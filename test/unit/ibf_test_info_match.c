@@ -102,8 +102,39 @@ Test(info, refuses_unsupported_caps)
 {
 	struct fi_info *h = msg_hints();
 
-	h->caps |= FI_ATOMIC;
+	h->caps |= FI_RMA_EVENT;	/* RDM endpoints only */
 	refused(h, "caps");
+}
+
+/* FI_ATOMIC frames an FI_EP_MSG endpoint's messages, as FI_TAGGED does. */
+Test(info, atomic_only_when_asked_and_then_framed)
+{
+	struct fi_info *h = msg_hints();
+
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->caps & FI_ATOMIC, 0, "FI_ATOMIC changes the endpoint");
+	cr_assert_eq(tmpl->tx_attr->caps & FI_ATOMIC, 0);
+	fi_freeinfo(h);
+
+	fi_freeinfo(tmpl);
+	setup();
+	h = msg_hints();
+	h->caps = FI_MSG | FI_RMA | FI_ATOMIC;
+	cr_assert_eq(match(h), 0, "%s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert(tmpl->caps & FI_ATOMIC);
+	cr_assert(tmpl->tx_attr->caps & FI_ATOMIC);
+	cr_assert_eq(tmpl->caps & FI_TAGGED, 0, "FI_TAGGED was not asked");
+	cr_assert_eq(tmpl->ep_attr->max_msg_size, ibf_params.eager_size);
+	cr_assert_eq(tmpl->caps & FI_MULTI_RECV, 0);
+	fi_freeinfo(h);
+
+	fi_freeinfo(tmpl);
+	setup();
+	h = msg_hints();
+	h->caps = FI_MSG | FI_ATOMIC;
+	h->ep_attr->max_msg_size = ibf_params.eager_size + 1;
+	refused(h, "FI_IBFAB_EAGER_SIZE");
 }
 
 Test(info, refuses_scalable_and_missing_mr_bits)

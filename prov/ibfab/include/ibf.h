@@ -75,8 +75,9 @@ void ibf_params_define(void);
 void ibf_params_load(void);
 
 /* Capabilities of an FI_EP_MSG endpoint. */
-#define IBF_MSG_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_SEND | FI_RECV | \
-			      FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+#define IBF_MSG_PRIMARY_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | \
+			      FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
+			      FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define IBF_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define IBF_MSG_SECONDARY_CAPS (IBF_DOMAIN_CAPS | FI_MULTI_RECV)
 #define IBF_MSG_CAPS (IBF_MSG_PRIMARY_CAPS | IBF_MSG_SECONDARY_CAPS)
@@ -110,6 +111,8 @@ struct ibf_tag_hdr {
 };
 #define IBF_HDR_TAGGED 1
 #define IBF_HDR_DATA 2
+#define IBF_HDR_ATOMIC 4	/* an atomic request (ibf_atomic_ops.h) */
+#define IBF_HDR_ATOMIC_RESP 8	/* its answer */
 
 /* What discovery learns about one usable (device, port, address). */
 struct ibf_dev_limits {
@@ -342,6 +345,8 @@ enum ibf_op_kind {
 	IBF_OP_BOUNCE,		/* tagged mode: an eager receive buffer */
 	IBF_OP_URECV,		/* tagged mode: an application's receive */
 	IBF_OP_RDM,		/* an RDM endpoint's (struct ibf_rdm_op) */
+	IBF_OP_REPLY,		/* tagged mode: a bounce's atomic answer send */
+	IBF_OP_MATOMIC,		/* an FI_EP_MSG atomic awaiting its answer */
 };
 struct ibf_op {
 	void *context;
@@ -397,6 +402,8 @@ void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op);
 void ibf_tagged_release(struct ibf_op *op);
 /* RDM (ibf_rdm_msg.c): an op whose completion has been read. */
 void ibf_rdm_release(struct ibf_op *op);
+/* FI_EP_MSG atomics (ibf_msg_atomic.c): an answered atomic, read. */
+void ibf_msg_atomic_release(struct ibf_op *op);
 
 /* The completion of op has been read: its slot may be reused. */
 static inline void ibf_op_release(struct ibf_op *op)
@@ -407,6 +414,8 @@ static inline void ibf_op_release(struct ibf_op *op)
 		ibf_srx_put(op->srx, op);
 	else if (op->kind == IBF_OP_RDM)
 		ibf_rdm_release(op);
+	else if (op->kind == IBF_OP_MATOMIC)
+		ibf_msg_atomic_release(op);
 	else
 		ibf_tagged_release(op);
 }
@@ -714,8 +723,9 @@ struct ibf_ep {
 	struct ibf_rx_wait *rx_wait;
 	uint32_t rx_wait_first, rx_wait_count;
 	int rx_multi_busy;
-	int tag_mode;			/* opened with FI_TAGGED */
+	int tag_mode;			/* opened with FI_TAGGED or FI_ATOMIC */
 	struct ibf_tagged *tagged;	/* its state, from fi_enable */
+	struct ibf_msg_atomic *matomic;	/* FI_ATOMIC: atomics awaiting answers */
 };
 
 /*
@@ -730,6 +740,30 @@ int ibf_tagged_post_bounces(struct ibf_ep *ep);
 /* A bounce buffer's verbs completion, in the CQ (its lock held). */
 void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *op,
 			  const struct ibv_wc *wc);
+/* An atomic answer's send completed (the CQ, its lock held). */
+void ibf_tagged_on_reply(struct ibf_op *op, const struct ibv_wc *wc);
+/* Answers still in the send queue: what closing waits to see flushed. */
+int ibf_tagged_replying(struct ibf_ep *ep);
+/*
+ * One framed message from the next send slot: the header h, then what
+ * fill(dst, arg) writes (it returns the bytes; at most
+ * FI_IBFAB_EAGER_SIZE).  Its completion reports op_flags and context if
+ * comp (errors always), and counts on cntr.
+ */
+ssize_t ibf_tagged_send_frame(struct ibf_ep *ep, const struct ibf_tag_hdr *h,
+			      size_t (*fill)(void *dst, const void *arg),
+			      const void *arg, uint64_t op_flags, void *context,
+			      int comp, struct ibf_cntr *cntr);
+
+/*
+ * Atomics on FI_EP_MSG endpoints (ibf_msg_atomic.c), in framed mode.
+ * init at fi_enable (after ibf_tagged_init), fini once the QP is drained.
+ */
+struct ibf_msg_atomic;
+int ibf_msg_atomic_init(struct ibf_ep *ep);
+void ibf_msg_atomic_fini(struct ibf_ep *ep);
+/* An answer of len bytes from the peer (tagged mode, the CQ's lock held). */
+void ibf_msg_atomic_on_answer(struct ibf_ep *ep, const void *wire, size_t len);
 /* Bounces still posted: what closing must wait to see flushed. */
 int ibf_tagged_outstanding(struct ibf_ep *ep);
 ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context);

@@ -230,9 +230,7 @@ extern struct fi_ops_tagged ibf_rdm_tagged_ops;
 /* ibf_rdm_rma.c */
 extern struct fi_ops_rma ibf_rdm_rma_ops;
 
-/* ibf_rdm_atomic.c */
+/* ibf_atomic_ops.c, ibf_rdm_atomic.c */
 extern struct fi_ops_atomic ibf_rdm_atomic_ops;
-/* Elements of dt one atomic carries at most with this eager size. */
-size_t ibf_rdm_atomic_max(size_t eager_size, enum fi_datatype dt, int compare);
 
 #endif /* IBF_RDM_H */

@@ -11,7 +11,7 @@
  *          tag: the write's length << 32 | its key, reported only
  *   RDONE  nothing: an RDMA READ just before it on this QP was served
  *          (FI_RMA_EVENT); tag as for WDATA
- *   ATOMIC  an atomic on the receiver's memory (struct ibf_rdm_atomic, then
+ *   ATOMIC  an atomic on the receiver's memory (struct ibf_atomic_req, then
  *          count operands, then count compare values)
  *   ATOMIC_RESP  its answer (the same struct, status set, then the old
  *          values if it fetched)
@@ -70,16 +70,6 @@ struct ibf_rdm_rts {
 struct ibf_rdm_fin {
 	uint32_t cookie;
 	int32_t status;		/* 0, or -FI_E* the reader met */
-};
-
-struct ibf_rdm_atomic {
-	uint64_t addr;		/* the target's virtual address */
-	uint64_t key;		/* its region's key */
-	uint32_t cookie;	/* the sender's op, echoed in the answer */
-	uint32_t count;		/* elements */
-	uint8_t op, datatype, kind, rsvd;	/* enum fi_op, fi_datatype,
-						 * ibf_atomic_kind */
-	int32_t status;		/* the answer: 0 or -FI_E* */
 };
 
 /* Private data of a connect request and its accept. */

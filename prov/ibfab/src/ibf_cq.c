@@ -295,8 +295,9 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 				break;
 			}
 			cq->soft_head++;
-			if (op->kind == IBF_OP_URECV && !op->user_comp) {
-				ibf_op_release(op);	/* a silent receive */
+			if ((op->kind == IBF_OP_URECV ||
+			     op->kind == IBF_OP_MATOMIC) && !op->user_comp) {
+				ibf_op_release(op);	/* a silent one */
 				continue;
 			}
 			ibf_cq_write(cq, (char *)buf + n * cq->entry_size, op->context,
@@ -335,6 +336,11 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 			/* Tagged mode: match, queue a soft completion or keep. */
 			cq->wc_next++;
 			ibf_tagged_on_bounce(cq, op, wc);
+			continue;
+		}
+		if (unlikely(op->kind == IBF_OP_REPLY)) {
+			cq->wc_next++;	/* an atomic's answer went */
+			ibf_tagged_on_reply(op, wc);
 			continue;
 		}
 		if (unlikely(wc->status != IBV_WC_SUCCESS)) {
@@ -447,6 +453,10 @@ static int ibf_cq_settle(struct ibf_cq *cq, const struct ibv_wc *wc)
 
 	if (op->kind == IBF_OP_BOUNCE) {
 		ibf_tagged_on_bounce(cq, op, wc);
+		return 0;
+	}
+	if (op->kind == IBF_OP_REPLY) {
+		ibf_tagged_on_reply(op, wc);
 		return 0;
 	}
 	if (wc->status == IBV_WC_SUCCESS)

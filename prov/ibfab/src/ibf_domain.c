@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf_atomic.h"
+#include "ibf_atomic_ops.h"
 #include "ibf_mr_cache.h"
 #include "ibf_rdm.h"
 
@@ -117,7 +117,7 @@ static int ibf_domain_no_stx(struct fid_domain *domain, struct fi_tx_attr *attr,
 	return -FI_ENOSYS;
 }
 
-/* fi_query_atomic: what RDM endpoints apply (ibf_rdm_atomic.c). */
+/* fi_query_atomic: what endpoints apply (ibf_atomic_ops.h). */
 static int ibf_domain_query_atomic(struct fid_domain *domain,
 				   enum fi_datatype datatype, enum fi_op op,
 				   struct fi_atomic_attr *attr, uint64_t flags)
@@ -132,7 +132,7 @@ static int ibf_domain_query_atomic(struct fid_domain *domain,
 	if ((flags & FI_TAGGED) || !ibf_atomic_valid(datatype, op, kind))
 		return -FI_EOPNOTSUPP;
 	attr->size = ibf_atomic_size(datatype);
-	attr->count = ibf_rdm_atomic_max(ibf_params.eager_size, datatype,
+	attr->count = ibf_atomic_max(ibf_params.eager_size, datatype,
 					 kind == IBF_ATOMIC_COMPARE);
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ibf_atomic_ops.h"
 #include "ibf_rdm.h"
 
 static uint32_t ibf_pow2_up(size_t n)
@@ -63,6 +64,12 @@ static int ibf_ring_init(struct ibf_ring *r, uint32_t size)
 	return 0;
 }
 
+/* Send queue slots for atomic answers: one per bounce (ibf_tagged.c). */
+static uint32_t ibf_ep_replies(const struct ibf_ep *ep)
+{
+	return ep->tag_mode && (ep->info->caps & FI_ATOMIC) ? ep->rx.size : 0;
+}
+
 int ibf_ep_create_qp(struct ibf_ep *ep)
 {
 	struct ibv_qp_init_attr attr = { 0 };
@@ -71,7 +78,7 @@ int ibf_ep_create_qp(struct ibf_ep *ep)
 	attr.qp_type = IBV_QPT_RC;
 	attr.send_cq = ibf_ep_send_cq(ep)->cq;
 	attr.recv_cq = ibf_ep_recv_cq(ep)->cq;
-	attr.cap.max_send_wr = ep->tx.size;
+	attr.cap.max_send_wr = ep->tx.size + ibf_ep_replies(ep);
 	attr.cap.max_recv_wr = ep->srx ? 0 : ep->rx.size;
 	attr.srq = ep->srx ? ep->srx->srq : NULL;
 	attr.cap.max_send_sge = ep->tx_iov_limit;
@@ -106,18 +113,20 @@ static int ibf_ep_reserve_cqs(struct ibf_ep *ep)
 {
 	int ret;
 
-	ret = ibf_cq_reserve(ibf_ep_send_cq(ep), ep->tx.size);
+	int tx = (int)(ep->tx.size + ibf_ep_replies(ep));
+
+	ret = ibf_cq_reserve(ibf_ep_send_cq(ep), tx);
 	if (ret)
 		return ret;
 	ret = ibf_cq_reserve(ibf_ep_recv_cq(ep), ibf_ep_rx_depth(ep));
 	if (ret)
-		ibf_cq_unreserve(ibf_ep_send_cq(ep), ep->tx.size);
+		ibf_cq_unreserve(ibf_ep_send_cq(ep), tx);
 	return ret;
 }
 
 static void ibf_ep_unreserve_cqs(struct ibf_ep *ep)
 {
-	ibf_cq_unreserve(ibf_ep_send_cq(ep), ep->tx.size);
+	ibf_cq_unreserve(ibf_ep_send_cq(ep), (int)(ep->tx.size + ibf_ep_replies(ep)));
 	ibf_cq_unreserve(ibf_ep_recv_cq(ep), ibf_ep_rx_depth(ep));
 }
 
@@ -206,6 +215,8 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 		return ret;
 	if (ep->tag_mode && (ret = ibf_tagged_init(ep)))
 		goto unreserve;
+	if ((ep->info->caps & FI_ATOMIC) && (ret = ibf_msg_atomic_init(ep)))
+		goto untag;
 	if ((ret = ibf_ep_attach_cntrs(ep)))
 		goto untag;
 	/* Without an address yet, the QP waits for fi_connect's resolution. */
@@ -216,6 +227,7 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 detach:
 	ibf_ep_detach_cntrs(ep);
 untag:
+	ibf_msg_atomic_fini(ep);
 	ibf_tagged_fini(ep);
 unreserve:
 	ibf_ep_unreserve_cqs(ep);
@@ -329,6 +341,7 @@ struct ibf_ep_drain {
 	uint32_t qp_num;
 	struct ibf_ring *r1, *r2;	/* rings completing here, or NULL */
 	int soft;			/* its soft completions go here */
+	int replies;			/* its atomic answers complete here */
 };
 
 static int ibf_ring_empty(struct ibf_ring *r)
@@ -345,7 +358,7 @@ static void ibf_ep_drain_drop(const struct ibv_wc *wc, void *arg)
 {
 	struct ibf_op *op = (struct ibf_op *)(uintptr_t)wc->wr_id;
 
-	if (op->kind == IBF_OP_BOUNCE)
+	if (op->kind == IBF_OP_BOUNCE || op->kind == IBF_OP_REPLY)
 		ibf_tagged_drop(op);
 	else
 		ibf_op_release(op);
@@ -356,20 +369,24 @@ static int ibf_ep_drain_busy(void *arg)
 	struct ibf_ep_drain *d = arg;
 
 	return !ibf_ring_empty(d->r1) || !ibf_ring_empty(d->r2) ||
-	       (d->soft && d->ep->tagged && ibf_tagged_outstanding(d->ep));
+	       (d->soft && d->ep->tagged && ibf_tagged_outstanding(d->ep)) ||
+	       (d->replies && ibf_tagged_replying(d->ep));
 }
 
 static int ibf_ep_drain_soft(const struct ibf_op *op, void *arg)
 {
 	struct ibf_ep_drain *d = arg;
 
-	return d->soft && op->ep == d->ep;
+	return (d->soft && op->ep == d->ep) ||
+	       (d->replies && op->kind == IBF_OP_MATOMIC && op->ep == d->ep);
 }
 
 static void ibf_ep_drain_cq(struct ibf_ep *ep, struct ibf_cq *cq,
-			    struct ibf_ring *r1, struct ibf_ring *r2, int soft)
+			    struct ibf_ring *r1, struct ibf_ring *r2, int soft,
+			    int replies)
 {
-	struct ibf_ep_drain arg = { ep, ep->id->qp->qp_num, r1, r2, soft };
+	struct ibf_ep_drain arg = { ep, ep->id->qp->qp_num, r1, r2, soft,
+				    replies };
 	struct ibf_drain d = {
 		.mine = ibf_ep_drain_mine,
 		.drop = ibf_ep_drain_drop,
@@ -393,10 +410,10 @@ static void ibf_ep_flush(struct ibf_ep *ep)
 
 	ibv_modify_qp(ep->id->qp, &attr, IBV_QP_STATE);
 	if (scq == rcq) {
-		ibf_ep_drain_cq(ep, scq, &ep->tx, rx, 1);
+		ibf_ep_drain_cq(ep, scq, &ep->tx, rx, 1, 1);
 	} else {
-		ibf_ep_drain_cq(ep, scq, &ep->tx, NULL, 0);
-		ibf_ep_drain_cq(ep, rcq, rx, NULL, 1);
+		ibf_ep_drain_cq(ep, scq, &ep->tx, NULL, 0, 1);
+		ibf_ep_drain_cq(ep, rcq, rx, NULL, 1, 0);
 	}
 }
 
@@ -412,14 +429,17 @@ static int ibf_ep_close(struct fid *fid)
 		/* A device that never flushed may still write into the rings. */
 		leak = ep->tx.head != ep->tx.tail ||
 		       (!ep->tagged && !ep->srx && ep->rx.head != ep->rx.tail) ||
-		       (ep->tagged && ibf_tagged_outstanding(ep));
+		       (ep->tagged && (ibf_tagged_outstanding(ep) ||
+				       ibf_tagged_replying(ep)));
 		rdma_destroy_qp(ep->id);
 	}
 	if (ep->enabled) {
 		ibf_ep_detach_cntrs(ep);
 		ibf_ep_unreserve_cqs(ep);
-		if (!leak)
+		if (!leak) {
+			ibf_msg_atomic_fini(ep);
 			ibf_tagged_fini(ep);
+		}
 	}
 	for (k = 0; k < IBF_EP_CNTRS; k++)
 		if (ep->cntr[k])
@@ -681,12 +701,14 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ep->ep_fid.msg = &ibf_msg_ops;
 	ep->ep_fid.rma = &ibf_rma_ops;
 	ep->ep_fid.tagged = &ibf_no_tagged_ops;
-	if (info->caps & FI_TAGGED) {
+	ep->ep_fid.atomic = &ibf_msg_atomic_ops;	/* refused without FI_ATOMIC */
+	if (info->caps & (FI_TAGGED | FI_ATOMIC)) {
 		/* Messages framed, received into bounces: see ibf_tagged.c. */
 		ep->tag_mode = 1;	/* its state is set up at fi_enable */
 		ep->ep_fid.msg = &ibf_tagged_msg_ops;
-		ep->ep_fid.tagged = &ibf_tagged_ops;
 	}
+	if (info->caps & FI_TAGGED)
+		ep->ep_fid.tagged = &ibf_tagged_ops;
 	if (req) {
 		/* The endpoint consumes the request (fi_reject would free it). */
 		ep->id->context = &ep->owner;

@@ -16,10 +16,12 @@
 
 #include "ibf.h"
 
-#define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_SEND | FI_READ | \
-		     FI_WRITE)
-#define IBF_RX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_RECV | FI_REMOTE_READ | \
-		     FI_REMOTE_WRITE | FI_MULTI_RECV)
+#define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_SEND | \
+		     FI_READ | FI_WRITE)
+#define IBF_RX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_RECV | \
+		     FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV)
+/* What makes an FI_EP_MSG endpoint frame its messages (ibf_tagged.c). */
+#define IBF_MSG_FRAMED_CAPS (FI_TAGGED | FI_ATOMIC)
 
 struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 				  const struct sockaddr *src)
@@ -392,10 +394,11 @@ int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
 	if (hints->ep_attr &&
 	    (ret = ibf_match_ep(tmpl, hints->ep_attr, why, why_len)))
 		return ret;
-	if ((hints->caps & FI_TAGGED) && hints->ep_attr && !ibf_is_rdm(tmpl) &&
+	if ((hints->caps & IBF_MSG_FRAMED_CAPS) && hints->ep_attr &&
+	    !ibf_is_rdm(tmpl) &&
 	    hints->ep_attr->max_msg_size > ibf_params.eager_size)
-		return ibf_nomatch(why, why_len, "max_msg_size %zu with FI_TAGGED: "
-			    "tagged FI_EP_MSG endpoints carry at most "
+		return ibf_nomatch(why, why_len, "max_msg_size %zu with FI_TAGGED "
+			    "or FI_ATOMIC: such FI_EP_MSG endpoints carry at most "
 			    "FI_IBFAB_EAGER_SIZE (%zu) bytes",
 			    hints->ep_attr->max_msg_size, ibf_params.eager_size);
 	if (hints->domain_attr &&
@@ -431,25 +434,28 @@ static uint64_t ibf_narrow_caps(uint64_t offered, uint64_t asked)
 }
 
 /*
- * FI_TAGGED changes how an endpoint works (ibf_tagged.c), so it is offered
- * only to those who ask; they get its message size limit with it.
+ * FI_TAGGED and FI_ATOMIC change how an FI_EP_MSG endpoint works (its
+ * messages are framed: ibf_tagged.c), so they are offered only to those
+ * who ask; they get framing's message size limit with them.
  */
 static void ibf_narrow_tagged(struct fi_info *info, const struct fi_info *hints)
 {
+	uint64_t framed = hints ? hints->caps & IBF_MSG_FRAMED_CAPS : 0;
+
 	if (ibf_is_rdm(info))
 		return;
-	if (!hints || !(hints->caps & FI_TAGGED)) {
-		info->caps &= ~FI_TAGGED;
-		info->tx_attr->caps &= ~FI_TAGGED;
-		info->rx_attr->caps &= ~FI_TAGGED;
+	info->caps &= ~(IBF_MSG_FRAMED_CAPS & ~framed);
+	info->tx_attr->caps &= ~(IBF_MSG_FRAMED_CAPS & ~framed);
+	info->rx_attr->caps &= ~(IBF_MSG_FRAMED_CAPS & ~framed);
+	if (!framed)
 		return;
-	}
 	info->caps &= ~FI_MULTI_RECV;
 	info->rx_attr->caps &= ~FI_MULTI_RECV;
 	info->ep_attr->max_msg_size = ibf_params.eager_size;
 	info->ep_attr->max_order_raw_size = 0;
 	info->ep_attr->max_order_waw_size = 0;
-	info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;	/* FI_TAG_GENERIC */
+	if (framed & FI_TAGGED)	/* FI_TAG_GENERIC */
+		info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
 }
 
 /* The domain attributes a caller may choose. */

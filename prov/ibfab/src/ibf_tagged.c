@@ -14,6 +14,13 @@
  * Completions of matched receives are made here, not by the device: they
  * go to the CQ's soft ring, the receive's slot staying taken until read.
  *
+ * Framed mode also carries atomics (FI_ATOMIC; ibf_msg_atomic.c): a request
+ * (IBF_HDR_ATOMIC) is applied when its bounce completes and answered
+ * (IBF_HDR_ATOMIC_RESP) straight from that bounce, by a send of the
+ * bounce's own reply slot (so the answer needs no send slot of the
+ * application's); the bounce is posted again when the answer's send
+ * completes.  The send queue has room for an answer per bounce.
+ *
  * Locking: ep->rx_lock guards the lists and the free receive slots; the CQ
  * calls in with its own lock held and takes rx_lock inside it; posting
  * takes rx_lock, drops it, then the CQ's lock: never the other way round.
@@ -24,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ibf_atomic_ops.h"
 #include "ibf_match.h"
 #include "ibf_post.h"
 
@@ -50,6 +58,9 @@ struct ibf_tagged {
 	struct ibf_op *bounce;
 	struct ibf_mq_entry *held;	/* a bounce's, while it is unexpected */
 	int posted;		/* bounces in the RQ; atomic */
+	/* FI_ATOMIC: each bounce's answer send (kind IBF_OP_REPLY). */
+	struct ibf_op *reply;
+	int replying;		/* answers in the send queue; atomic */
 	/* One send buffer per send queue slot. */
 	uint8_t *tx_mem;
 	struct ibv_mr *tx_mr;
@@ -157,6 +168,70 @@ static void ibf_deliver(struct ibf_tagged *t, int r, struct ibf_op *b)
 	op->err = plen > done ? FI_ETRUNC : 0;
 }
 
+/* The answer in bounce b (its header rewritten) goes back to the peer. */
+static void ibf_tagged_reply(struct ibf_tagged *t, struct ibf_op *b, size_t len)
+{
+	struct ibf_op *r = &t->reply[b - t->bounce];
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)ibf_bounce_mem(t, b),
+		.length = (uint32_t)len,
+		.lkey = t->rx_mr->lkey,
+	};
+	struct ibv_send_wr wr = { .wr_id = (uintptr_t)r, .sg_list = &sge,
+				  .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	int ret;
+
+	if (len <= t->ep->inject_size)
+		wr.send_flags |= IBV_SEND_INLINE;
+	__atomic_add_fetch(&t->replying, 1, __ATOMIC_RELAXED);
+	ibf_lock_acquire(&t->ep->tx_lock);
+	ret = ibv_post_send(t->ep->id->qp, &wr, &bad);
+	ibf_lock_release(&t->ep->tx_lock);
+	if (ret) {
+		__atomic_sub_fetch(&t->replying, 1, __ATOMIC_RELAXED);
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot send an "
+			       "atomic's answer: %s\n", strerror(ret));
+		ibf_bounce_post(t, b);
+	}
+}
+
+/* A bounce holding an atomic request or answer (framed mode, FI_ATOMIC). */
+static void ibf_tagged_on_atomic(struct ibf_tagged *t, struct ibf_op *b)
+{
+	struct ibf_tag_hdr *hdr = (void *)ibf_bounce_mem(t, b);
+	size_t plen = b->len - sizeof(*hdr);
+
+	if (hdr->flags & IBF_HDR_ATOMIC_RESP) {
+		ibf_msg_atomic_on_answer(t->ep, hdr + 1, plen);
+		ibf_bounce_post(t, b);
+		return;
+	}
+	if (!t->reply) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "dropped an atomic "
+			       "request: this endpoint was opened without "
+			       "FI_ATOMIC (the peer was not)\n");
+		ibf_bounce_post(t, b);
+		return;
+	}
+	if (plen < sizeof(struct ibf_atomic_req)) {
+		ibf_bounce_post(t, b);	/* cut short: no cookie to answer */
+		return;
+	}
+	plen = ibf_atomic_serve(t->ep->domain, hdr + 1, plen, ibf_params.eager_size);
+	hdr->flags = IBF_HDR_ATOMIC_RESP;
+	ibf_tagged_reply(t, b, sizeof(*hdr) + plen);
+}
+
+void ibf_tagged_on_reply(struct ibf_op *r, const struct ibv_wc *wc)
+{
+	struct ibf_tagged *t = r->ep->tagged;
+
+	__atomic_sub_fetch(&t->replying, 1, __ATOMIC_RELAXED);
+	if (wc->status != IBV_WC_WR_FLUSH_ERR)
+		ibf_bounce_post(t, &t->bounce[r - t->reply]);
+}
+
 void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 			  const struct ibv_wc *wc)
 {
@@ -186,6 +261,11 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 	b->len = wc->byte_len;
 	if (b->len < sizeof(struct ibf_tag_hdr)) {
 		ibf_bounce_post(t, b);	/* not one of ours: drop it */
+		return;
+	}
+	if (unlikely(((const struct ibf_tag_hdr *)ibf_bounce_mem(t, b))->flags &
+		     (IBF_HDR_ATOMIC | IBF_HDR_ATOMIC_RESP))) {
+		ibf_tagged_on_atomic(t, b);
 		return;
 	}
 	ibf_lock_acquire(&t->ep->rx_lock);
@@ -219,12 +299,20 @@ void ibf_tagged_release(struct ibf_op *op)
 
 void ibf_tagged_drop(struct ibf_op *op)
 {
-	__atomic_sub_fetch(&op->ep->tagged->posted, 1, __ATOMIC_RELAXED);
+	if (op->kind == IBF_OP_REPLY)
+		__atomic_sub_fetch(&op->ep->tagged->replying, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_sub_fetch(&op->ep->tagged->posted, 1, __ATOMIC_RELAXED);
 }
 
 int ibf_tagged_outstanding(struct ibf_ep *ep)
 {
 	return ep->tagged ? __atomic_load_n(&ep->tagged->posted, __ATOMIC_RELAXED) : 0;
+}
+
+int ibf_tagged_replying(struct ibf_ep *ep)
+{
+	return ep->tagged ? __atomic_load_n(&ep->tagged->replying, __ATOMIC_RELAXED) : 0;
 }
 
 /* Called with rx_lock held: unpost the receive with this context. */
@@ -329,20 +417,37 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 	return 0;
 }
 
+/* What a framed message carries: iov's bytes. */
+struct ibf_iov_src {
+	const struct iovec *iov;
+	size_t count;
+};
+
+static size_t ibf_fill_iov(void *dst, const void *arg)
+{
+	const struct ibf_iov_src *src = arg;
+	size_t i, len = 0;
+
+	for (i = 0; i < src->count; len += src->iov[i].iov_len, i++)
+		memcpy((uint8_t *)dst + len, src->iov[i].iov_base,
+		       src->iov[i].iov_len);
+	return len;
+}
+
 static ssize_t ibf_tagged_send(struct ibf_ep *ep, const struct iovec *iov,
 			       size_t count, uint64_t tag, uint64_t data,
 			       uint64_t flags, int tagged, void *context, int comp)
 {
-	struct ibf_tagged *t = ep->tagged;
-	struct ibv_send_wr wr, *bad;
-	struct ibf_tag_hdr *hdr;
-	struct ibv_sge sge;
-	struct ibf_op *op;
-	uint8_t *mem;
-	size_t len = 0, i, slot;
-	int ret;
+	struct ibf_iov_src src = { iov, count };
+	struct ibf_tag_hdr hdr = {
+		.tag = tag,
+		.data = (uint32_t)data,
+		.flags = (tagged ? IBF_HDR_TAGGED : 0) |
+			 ((flags & FI_REMOTE_CQ_DATA) ? IBF_HDR_DATA : 0),
+	};
+	size_t len = 0, i;
 
-	if (unlikely(!t))
+	if (unlikely(!ep->tagged))
 		return -FI_EOPBADSTATE;
 	for (i = 0; i < count; i++)
 		len += iov[i].iov_len;
@@ -352,6 +457,25 @@ static ssize_t ibf_tagged_send(struct ibf_ep *ep, const struct iovec *iov,
 			       len, count, ibf_params.eager_size);
 		return -FI_EINVAL;
 	}
+	return ibf_tagged_send_frame(ep, &hdr, ibf_fill_iov, &src,
+				     FI_SEND | (tagged ? FI_TAGGED : FI_MSG),
+				     context, comp, ep->cntr[IBF_EP_CNTR_SEND]);
+}
+
+ssize_t ibf_tagged_send_frame(struct ibf_ep *ep, const struct ibf_tag_hdr *h,
+			      size_t (*fill)(void *dst, const void *arg),
+			      const void *arg, uint64_t op_flags, void *context,
+			      int comp, struct ibf_cntr *cntr)
+{
+	struct ibf_tagged *t = ep->tagged;
+	struct ibv_send_wr wr, *bad;
+	struct ibf_tag_hdr *hdr;
+	struct ibv_sge sge;
+	struct ibf_op *op;
+	uint8_t *mem;
+	size_t len, slot;
+	int ret;
+
 	ibf_lock_acquire(&ep->tx_lock);
 	if (unlikely(!ibf_ring_free(&ep->tx) || !ep->id->qp)) {
 		ibf_lock_release(&ep->tx_lock);
@@ -360,22 +484,18 @@ static ssize_t ibf_tagged_send(struct ibf_ep *ep, const struct iovec *iov,
 	slot = ep->tx.head & (ep->tx.size - 1);
 	mem = t->tx_mem + slot * t->slot;
 	hdr = (struct ibf_tag_hdr *)mem;
-	hdr->tag = tag;
-	hdr->data = (uint32_t)data;
-	hdr->flags = (tagged ? IBF_HDR_TAGGED : 0) |
-		     ((flags & FI_REMOTE_CQ_DATA) ? IBF_HDR_DATA : 0);
-	for (i = 0, len = 0; i < count; len += iov[i].iov_len, i++)
-		memcpy(mem + sizeof(*hdr) + len, iov[i].iov_base, iov[i].iov_len);
+	*hdr = *h;
+	len = fill(hdr + 1, arg);
 	sge.addr = (uintptr_t)mem;
 	sge.length = (uint32_t)(sizeof(*hdr) + len);
 	sge.lkey = t->tx_mr->lkey;
 	op = &ep->tx.ops[slot];
 	op->context = context;
-	op->flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+	op->flags = op_flags;
 	op->len = len;
 	op->buf = NULL;
 	op->user_comp = comp;
-	op->cntr = ep->cntr[IBF_EP_CNTR_SEND];
+	op->cntr = cntr;
 	wr.wr_id = (uintptr_t)op;
 	wr.next = NULL;
 	wr.sg_list = &sge;
@@ -450,6 +570,15 @@ int ibf_tagged_init(struct ibf_ep *ep)
 		t->urecv_next[i] = i + 1 < t->nurecv ? (int)i + 1 : -1;
 	}
 	t->free_head = 0;
+	if (ep->info->caps & FI_ATOMIC) {
+		t->reply = calloc(t->nbounce, sizeof(*t->reply));
+		if (!t->reply)
+			goto err;
+		for (i = 0; i < t->nbounce; i++) {
+			t->reply[i].kind = IBF_OP_REPLY;
+			t->reply[i].ep = ep;
+		}
+	}
 	/* Every receive slot and every bounce may wait in the CQ at once. */
 	if (ibf_cq_soft_reserve(t->rcq, t->nurecv + t->nbounce))
 		goto err;
@@ -493,6 +622,7 @@ void ibf_tagged_fini(struct ibf_ep *ep)
 		ibf_mq_fini(&t->unexp_q[i]);
 	}
 	free(t->bounce);
+	free(t->reply);
 	free(t->held);
 	free(t->urecv);
 	free(t->ext);
