@@ -11,6 +11,9 @@
  * to a counter in the same region with its CPU's atomics while the client
  * adds to it with fetch-adds, 32-bit adds on its low half and
  * compare-swap increments: the total comes out exact.
+ *
+ * -t refuse: the server is opened with FI_TAGGED and not FI_ATOMIC; the
+ * client's atomic completes with an error instead of waiting for ever.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -327,16 +330,43 @@ out:
 	fi_close(&mr->fid);
 }
 
+/* The server took no FI_ATOMIC: the client's atomic fails, and says so. */
+static void client_refused(void)
+{
+	struct ibft_buf ctl;
+	uint64_t one = 1, old, added = 0;
+	int ret, ctx;
+
+	if (ibft_buf_alloc(&c, &ctl, 64, FI_SEND | FI_RECV) ||
+	    !IBFT_EXPECT(ibft_ctl_recv(&c, &ctl, &r, sizeof(r)), 0,
+			 "msg-atomic-region"))
+		return;
+	ret = (int)POST(fi_fetch_atomic(c.ep, &one, 1, NULL, &old, NULL, 0,
+					r.addr, r.key, FI_UINT64, FI_SUM, &ctx));
+	ret = ret ? -1 : done(&ctx);
+	IBFT_CHECK(ret == FI_EOPNOTSUPP, "msg-atomic-peer-refuses",
+		   "completion: %d (want FI_EOPNOTSUPP %d)", ret, FI_EOPNOTSUPP);
+	IBFT_EXPECT(ibft_ctl_send(&c, &ctl, &added, sizeof(added)), 0,
+		    "msg-atomic-done");
+	ibft_buf_free(&ctl);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibft_conn_opts copts = { .caps = FI_ATOMIC };
-	int ret;
+	int refuse, ret;
 
-	ibft_parse(argc, argv, "");
+	ibft_parse(argc, argv, "[-t refuse]");
+	refuse = ibft_opts.test && !strcmp(ibft_opts.test, "refuse");
+	if (refuse && ibft_opts.server) {
+		copts.caps = FI_TAGGED;	/* framed, but no atomics */
+	}
 	ret = ibft_connect(&c, &copts);
 	if (IBFT_EXPECT(ret, 0, "connect")) {
 		if (ibft_opts.server)
 			server();
+		else if (refuse)
+			client_refused();
 		else
 			client();
 	}

@@ -196,6 +196,35 @@ static void ibf_tagged_reply(struct ibf_tagged *t, struct ibf_op *b, size_t len)
 	}
 }
 
+static size_t ibf_fill_refusal(void *dst, const void *arg)
+{
+	struct ibf_atomic_req *req = dst;
+
+	*req = *(const struct ibf_atomic_req *)arg;
+	req->status = -FI_EOPNOTSUPP;
+	return sizeof(*req);
+}
+
+/*
+ * An atomic request to an endpoint opened without FI_ATOMIC: refused, in
+ * an answer from an ordinary send slot (there are no reply slots), so
+ * the peer's atomic completes in error rather than never.
+ */
+static void ibf_tagged_refuse_atomic(struct ibf_tagged *t, struct ibf_op *b)
+{
+	struct ibf_tag_hdr *hdr = (void *)ibf_bounce_mem(t, b);
+	struct ibf_tag_hdr resp = { .flags = IBF_HDR_ATOMIC_RESP };
+
+	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "refused an atomic: this "
+		       "endpoint was opened without FI_ATOMIC (its peer was "
+		       "not)\n");
+	if (ibf_tagged_send_frame(t->ep, &resp, ibf_fill_refusal, hdr + 1,
+				  FI_SEND | FI_MSG, NULL, 0, NULL))
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "no send slot to "
+			       "refuse it: the peer's atomic waits\n");
+	ibf_bounce_post(t, b);
+}
+
 /* A bounce holding an atomic request or answer (framed mode, FI_ATOMIC). */
 static void ibf_tagged_on_atomic(struct ibf_tagged *t, struct ibf_op *b)
 {
@@ -207,15 +236,12 @@ static void ibf_tagged_on_atomic(struct ibf_tagged *t, struct ibf_op *b)
 		ibf_bounce_post(t, b);
 		return;
 	}
-	if (!t->reply) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "dropped an atomic "
-			       "request: this endpoint was opened without "
-			       "FI_ATOMIC (the peer was not)\n");
-		ibf_bounce_post(t, b);
-		return;
-	}
 	if (plen < sizeof(struct ibf_atomic_req)) {
 		ibf_bounce_post(t, b);	/* cut short: no cookie to answer */
+		return;
+	}
+	if (!t->reply) {
+		ibf_tagged_refuse_atomic(t, b);
 		return;
 	}
 	plen = ibf_atomic_serve(t->ep->domain, hdr + 1, plen, ibf_params.eager_size);
