@@ -3,7 +3,9 @@
  * operation makes of small values, computed plainly (ibft_atomic_ref.h).
  */
 #include <stdint.h>
+#include <stdio.h>
 
+#include "ibft.h"
 #include "ibft_atomic_ref.h"
 
 size_t dt_size(enum fi_datatype dt)
@@ -81,3 +83,28 @@ double expect(enum fi_op op, double o, double a, double c)
 	}
 }
 
+
+void ibft_atomic_all(int (*one)(int form, enum fi_op op, enum fi_datatype dt),
+		     const char *name)
+{
+	static const enum fi_datatype dts[] = { FI_INT8, FI_UINT8, FI_INT16,
+		FI_UINT16, FI_INT32, FI_UINT32, FI_INT64, FI_UINT64, FI_FLOAT,
+		FI_DOUBLE };
+	int form, op, i, r, passed = 0, failed = 0, none = 0;
+	char first[96] = "";
+
+	for (form = IBFT_PLAIN; form <= IBFT_COMPARE; form++) {
+		for (op = FI_MIN; op < FI_ATOMIC_OP_LAST; op++) {
+			for (i = 0; i < (int)(sizeof(dts) / sizeof(dts[0])); i++) {
+				r = one(form, op, dts[i]);
+				passed += r == 0;
+				none += r == 1;
+				if (r < 0 && !failed++)
+					snprintf(first, sizeof(first), "form %d op "
+						 "%d datatype %d", form, op, dts[i]);
+			}
+		}
+	}
+	IBFT_CHECK(!failed && passed, name, "%d passed, %d failed (first: %s), "
+		   "%d not supported", passed, failed, first, none);
+}

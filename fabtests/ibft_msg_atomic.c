@@ -71,17 +71,15 @@ static int read_back(enum fi_datatype dt, void *out)
 	       done(&ctx) ? -1 : 0;
 }
 
-enum form { PLAIN, FETCH, COMPARE };
-
 /* One op on one datatype in one form: 0 passed, 1 not supported, -1 failed. */
-static int one(enum form f, enum fi_op op, enum fi_datatype dt)
+static int one(int f, enum fi_op op, enum fi_datatype dt)
 {
 	uint8_t init[8], opnd[8], cmp[8], res[8], now[8];
 	size_t count = 0;
 	int ret, o = 6, a = 3, cv = 6, ctx;
 
-	ret = f == PLAIN ? fi_atomicvalid(c.ep, dt, op, &count) :
-	      f == FETCH ? fi_fetch_atomicvalid(c.ep, dt, op, &count) :
+	ret = f == IBFT_PLAIN ? fi_atomicvalid(c.ep, dt, op, &count) :
+	      f == IBFT_FETCH ? fi_fetch_atomicvalid(c.ep, dt, op, &count) :
 	      fi_compare_atomicvalid(c.ep, dt, op, &count);
 	if (ret)
 		return 1;
@@ -94,10 +92,10 @@ static int one(enum form f, enum fi_op op, enum fi_datatype dt)
 	if (POST(fi_atomic(c.ep, init, 1, NULL, 0, r.addr, r.key, dt,
 			   FI_ATOMIC_WRITE, &ctx)) || done(&ctx))
 		return -1;
-	if (f == PLAIN)
+	if (f == IBFT_PLAIN)
 		ret = (int)POST(fi_atomic(c.ep, opnd, 1, NULL, 0, r.addr, r.key,
 					  dt, op, &ctx));
-	else if (f == FETCH)
+	else if (f == IBFT_FETCH)
 		ret = (int)POST(fi_fetch_atomic(c.ep, op == FI_ATOMIC_READ ? NULL :
 						opnd, 1, NULL, res, NULL, 0,
 						r.addr, r.key, dt, op, &ctx));
@@ -109,37 +107,18 @@ static int one(enum form f, enum fi_op op, enum fi_datatype dt)
 		return -1;
 	if (get(dt, now) != expect(op, o, a, cv))
 		return -1;
-	if (f != PLAIN && get(dt, res) != o)
+	if (f != IBFT_PLAIN && get(dt, res) != o)
 		return -1;
 	return 0;
 }
 
 static void all_ops(void)
 {
-	static const enum fi_datatype dts[] = { FI_INT8, FI_UINT8, FI_INT16,
-		FI_UINT16, FI_INT32, FI_UINT32, FI_INT64, FI_UINT64, FI_FLOAT,
-		FI_DOUBLE };
-	int form, op, i, res, passed = 0, failed = 0, none = 0;
-	char first[96] = "";
-
-	for (form = PLAIN; form <= COMPARE; form++) {
-		for (op = FI_MIN; op < FI_ATOMIC_OP_LAST; op++) {
-			for (i = 0; i < (int)(sizeof(dts) / sizeof(dts[0])); i++) {
-				res = one(form, op, dts[i]);
-				passed += res == 0;
-				none += res == 1;
-				if (res < 0 && !failed++)
-					snprintf(first, sizeof(first), "form %d op "
-						 "%d datatype %d", form, op, dts[i]);
-			}
-		}
-	}
-	IBFT_CHECK(!failed && passed, "msg-atomic-all-ops", "%d passed, %d "
-		   "failed (first: %s), %d not supported", passed, failed, first,
-		   none);
-	IBFT_CHECK(!one(FETCH, FI_SUM, FI_UINT64) && !one(FETCH, FI_SUM, FI_UINT32) &&
-		   !one(COMPARE, FI_CSWAP, FI_UINT64) &&
-		   !one(COMPARE, FI_CSWAP, FI_UINT32), "msg-atomic-core-set",
+	ibft_atomic_all(one, "msg-atomic-all-ops");
+	IBFT_CHECK(!one(IBFT_FETCH, FI_SUM, FI_UINT64) &&
+		   !one(IBFT_FETCH, FI_SUM, FI_UINT32) &&
+		   !one(IBFT_COMPARE, FI_CSWAP, FI_UINT64) &&
+		   !one(IBFT_COMPARE, FI_CSWAP, FI_UINT32), "msg-atomic-core-set",
 		   "fetch-add and compare-swap on 32 and 64 bits");
 }
 

@@ -25,10 +25,8 @@ static struct fid_mr *mr;
 static uint64_t key, base;
 static uint8_t target[64] __attribute__((aligned(64)));
 
-enum form { PLAIN, FETCH, COMPARE };
-
 /* One op on one datatype in one form: 0 passed, 1 not supported, -1 failed. */
-static int one(enum form f, enum fi_op op, enum fi_datatype dt)
+static int one(int f, enum fi_op op, enum fi_datatype dt)
 {
 	struct fid_ep *ep = ns[1]->ep;
 	uint8_t opnd[8], cmp[8], res[8];
@@ -36,8 +34,8 @@ static int one(enum form f, enum fi_op op, enum fi_datatype dt)
 	struct comp c;
 	int ret, o = 6, a = 3, cv = 6;
 
-	ret = f == PLAIN ? fi_atomicvalid(ep, dt, op, &count) :
-	      f == FETCH ? fi_fetch_atomicvalid(ep, dt, op, &count) :
+	ret = f == IBFT_PLAIN ? fi_atomicvalid(ep, dt, op, &count) :
+	      f == IBFT_FETCH ? fi_fetch_atomicvalid(ep, dt, op, &count) :
 	      fi_compare_atomicvalid(ep, dt, op, &count);
 	if (ret)
 		return 1;
@@ -47,10 +45,10 @@ static int one(enum form f, enum fi_op op, enum fi_datatype dt)
 	put(dt, opnd, a);
 	put(dt, cmp, cv);
 	memset(res, 0, sizeof(res));
-	if (f == PLAIN)
+	if (f == IBFT_PLAIN)
 		ret = (int)POST(fi_atomic(ep, opnd, 1, NULL, ns[1]->peer[0],
 					  base, key, dt, op, &c));
-	else if (f == FETCH)
+	else if (f == IBFT_FETCH)
 		ret = (int)POST(fi_fetch_atomic(ep, op == FI_ATOMIC_READ ? NULL : opnd,
 						1, NULL, res, NULL, ns[1]->peer[0],
 						base, key, dt, op, &c));
@@ -62,39 +60,21 @@ static int one(enum form f, enum fi_op op, enum fi_datatype dt)
 		return -1;
 	if (get(dt, target) != expect(op, o, a, cv))
 		return -1;
-	if (f != PLAIN && get(dt, res) != o)
+	if (f != IBFT_PLAIN && get(dt, res) != o)
 		return -1;
 	return 0;
 }
 
 static void test_all_ops(void)
 {
-	static const enum fi_datatype dts[] = { FI_INT8, FI_UINT8, FI_INT16,
-		FI_UINT16, FI_INT32, FI_UINT32, FI_INT64, FI_UINT64, FI_FLOAT,
-		FI_DOUBLE };
-	int form, op, i, r, passed = 0, failed = 0, none = 0;
-	char first[96] = "";
-
-	for (form = PLAIN; form <= COMPARE; form++) {
-		for (op = FI_MIN; op < FI_ATOMIC_OP_LAST; op++) {
-			for (i = 0; i < (int)(sizeof(dts) / sizeof(dts[0])); i++) {
-				r = one(form, op, dts[i]);
-				passed += r == 0;
-				none += r == 1;
-				if (r < 0 && !failed++)
-					snprintf(first, sizeof(first), "form %d op "
-						 "%d datatype %d", form, op, dts[i]);
-			}
-		}
-	}
-	IBFT_CHECK(!failed && passed, "atomic-all-ops", "%d passed, %d failed "
-		   "(first: %s), %d not supported", passed, failed, first, none);
+	ibft_atomic_all(one, "atomic-all-ops");
 	/* What MPI one-sided needs without asking (Open MPI's BTL). */
-	IBFT_CHECK(!one(PLAIN, FI_SUM, FI_UINT64) && !one(FETCH, FI_SUM, FI_UINT64) &&
-		   !one(FETCH, FI_SUM, FI_UINT32) &&
-		   !one(FETCH, FI_ATOMIC_WRITE, FI_UINT64) &&
-		   !one(COMPARE, FI_CSWAP, FI_UINT64) &&
-		   !one(COMPARE, FI_CSWAP, FI_UINT32), "atomic-btl-set",
+	IBFT_CHECK(!one(IBFT_PLAIN, FI_SUM, FI_UINT64) &&
+		   !one(IBFT_FETCH, FI_SUM, FI_UINT64) &&
+		   !one(IBFT_FETCH, FI_SUM, FI_UINT32) &&
+		   !one(IBFT_FETCH, FI_ATOMIC_WRITE, FI_UINT64) &&
+		   !one(IBFT_COMPARE, FI_CSWAP, FI_UINT64) &&
+		   !one(IBFT_COMPARE, FI_CSWAP, FI_UINT32), "atomic-btl-set",
 		   "sum, swap and compare-swap on 32 and 64 bits");
 }
 

@@ -536,6 +536,16 @@ struct ibf_cntr {
 };
 int ibf_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		  struct fid_cntr **cntr, void *context);
+/*
+ * fi_ep_bind of counter c with flags: slot[k] (an endpoint's counters by
+ * kind) takes c for each kind whose kind_flag[k] is in flags, the counter
+ * it replaces let go.  0, or -FI_EINVAL / -FI_EBADFLAGS with a warning.
+ * A flag no kind takes (FI_REMOTE_* where nothing counts them) binds
+ * nothing.
+ */
+int ibf_cntr_bind_kinds(struct ibf_cntr **slot, const uint64_t *kind_flag,
+			int nkinds, struct ibf_cntr *c, struct ibf_domain *dom,
+			uint64_t flags);
 /* An operation counted by c completed: err 0, or failed. */
 void ibf_cntr_count(struct ibf_cntr *c, int err);
 /* An RDM endpoint bound to c (fd: its completion channel, or -1). */

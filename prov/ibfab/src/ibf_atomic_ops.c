@@ -53,8 +53,7 @@ int ibf_atomic_args_check(const struct ibf_atomic_args *a, size_t iov_limit,
 {
 	size_t size = ibf_atomic_size(a->dt);
 	size_t room = ibf_atomic_room(eager_size, a->kind);
-	size_t n = a->op == FI_ATOMIC_READ ? ibf_ioc_count(a->res, a->nres) :
-		   ibf_ioc_count(a->opnd, a->nopnd);
+	size_t n;
 
 	if (!ibf_atomic_valid(a->dt, a->op, a->kind)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "atomic op %d on "
@@ -70,6 +69,9 @@ int ibf_atomic_args_check(const struct ibf_atomic_args *a, size_t iov_limit,
 			       iov_limit);
 		return -FI_EINVAL;
 	}
+	/* The iovs are counted only once their number is known sane. */
+	n = a->op == FI_ATOMIC_READ ? ibf_ioc_count(a->res, a->nres) :
+	    ibf_ioc_count(a->opnd, a->nopnd);
 	if (!n || n > a->rma->count || a->rma->addr % size || n * size > room ||
 	    (a->kind == IBF_ATOMIC_COMPARE && ibf_ioc_count(a->cmp, a->ncmp) != n) ||
 	    (a->kind != IBF_ATOMIC_PLAIN && ibf_ioc_count(a->res, a->nres) != n)) {

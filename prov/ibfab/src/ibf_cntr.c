@@ -220,6 +220,32 @@ static int ibf_cntr_fd_used(struct ibf_cntr *c, int fd)
 	return 0;
 }
 
+int ibf_cntr_bind_kinds(struct ibf_cntr **slot, const uint64_t *kind_flag,
+			int nkinds, struct ibf_cntr *c, struct ibf_domain *dom,
+			uint64_t flags)
+{
+	uint64_t all = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+		       FI_REMOTE_WRITE;
+	int k;
+
+	if (c->domain != dom || !flags || (flags & ~all)) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a counter binds to an endpoint of its "
+			 "domain with FI_SEND, FI_RECV, FI_READ, FI_WRITE, "
+			 "FI_REMOTE_READ or FI_REMOTE_WRITE (flags 0x%llx)\n",
+			 (unsigned long long)flags);
+		return c->domain != dom ? -FI_EINVAL : -FI_EBADFLAGS;
+	}
+	for (k = 0; k < nkinds; k++) {
+		if (!(flags & kind_flag[k]))
+			continue;
+		if (slot[k])
+			ibf_ref_put(&slot[k]->ref);
+		slot[k] = c;
+		ibf_ref_get(&c->ref);
+	}
+	return 0;
+}
+
 static void ibf_cntr_unwatch(struct ibf_cntr *c, const int *fd, int nfd)
 {
 	int i;

@@ -255,26 +255,9 @@ static int ibf_ep_bind_cntr(struct ibf_ep *ep, struct ibf_cntr *c,
 		[IBF_EP_CNTR_READ] = FI_READ,
 		[IBF_EP_CNTR_WRITE] = FI_WRITE,
 	};
-	uint64_t all = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-		       FI_REMOTE_WRITE;
-	int k;
 
-	if (c->domain != ep->domain || !flags || (flags & ~all)) {
-		IBF_WARN(FI_LOG_EP_CTRL, "a counter binds to an endpoint of its "
-			 "domain with FI_SEND, FI_RECV, FI_READ, FI_WRITE, "
-			 "FI_REMOTE_READ or FI_REMOTE_WRITE (flags 0x%llx)\n",
-			 (unsigned long long)flags);
-		return c->domain != ep->domain ? -FI_EINVAL : -FI_EBADFLAGS;
-	}
-	for (k = 0; k < IBF_EP_CNTRS; k++) {
-		if (!(flags & kind_flag[k]))
-			continue;
-		if (ep->cntr[k])
-			ibf_ref_put(&ep->cntr[k]->ref);
-		ep->cntr[k] = c;
-		ibf_ref_get(&c->ref);
-	}
-	return 0;
+	return ibf_cntr_bind_kinds(ep->cntr, kind_flag, IBF_EP_CNTRS, c,
+				   ep->domain, flags);
 }
 
 static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
