@@ -14,6 +14,9 @@
  *
  * -t refuse: the server is opened with FI_TAGGED and not FI_ATOMIC; the
  * client's atomic completes with an error instead of waiting for ever.
+ * -t deadpeer: the server takes the client's atomic and leaves without
+ * applying it; once the client reads FI_SHUTDOWN, the atomic completes
+ * with FI_ECONNABORTED.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -330,20 +333,74 @@ static void client_refused(void)
 	ibft_buf_free(&ctl);
 }
 
+/* The server leaves with the client's atomic unapplied. */
+static void server_leaves(void)
+{
+	struct ibft_buf ctl;
+	char go[4];
+
+	r.addr = (uintptr_t)target;
+	r.key = 0;	/* never reached */
+	if (ibft_buf_alloc(&c, &ctl, 64, FI_SEND | FI_RECV) ||
+	    !IBFT_EXPECT(ibft_ctl_send(&c, &ctl, &r, sizeof(r)), 0,
+			 "msg-atomic-region") ||
+	    !IBFT_EXPECT(ibft_ctl_recv(&c, &ctl, go, sizeof(go)), 0,
+			 "msg-atomic-go"))
+		return;
+	sleep(1);	/* the atomic lands; its CQ is never read again */
+	ibft_buf_free(&ctl);
+}
+
+static void client_left(void)
+{
+	struct {
+		struct fi_eq_cm_entry e;
+		uint8_t data[64];
+	} entry;
+	struct ibft_buf ctl;
+	uint64_t one = 1, old;
+	int ret, ctx, ev;
+
+	if (ibft_buf_alloc(&c, &ctl, 64, FI_SEND | FI_RECV) ||
+	    !IBFT_EXPECT(ibft_ctl_recv(&c, &ctl, &r, sizeof(r)), 0,
+			 "msg-atomic-region") ||
+	    !IBFT_EXPECT(ibft_ctl_send(&c, &ctl, "go", 3), 0, "msg-atomic-go"))
+		return;
+	ret = (int)POST(fi_fetch_atomic(c.ep, &one, 1, NULL, &old, NULL, 0,
+					r.addr, r.key, FI_UINT64, FI_SUM, &ctx));
+	IBFT_EXPECT(ret, 0, "msg-atomic-posted");
+	ev = ibft_eq_wait(c.eq, &entry, sizeof(entry), 20000, NULL);
+	IBFT_EXPECT(ev, FI_SHUTDOWN, "msg-atomic-shutdown");
+	ret = ret ? -1 : done(&ctx);
+	IBFT_CHECK(ret == FI_ECONNABORTED || ret == FI_ECANCELED,
+		   "msg-atomic-dead-peer-fails", "completion: %d (want "
+		   "FI_ECONNABORTED %d)", ret, FI_ECONNABORTED);
+	ibft_buf_free(&ctl);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibft_conn_opts copts = { .caps = FI_ATOMIC };
-	int refuse, ret;
+	const char *test;
+	int refuse, dead, ret;
 
-	ibft_parse(argc, argv, "[-t refuse]");
-	refuse = ibft_opts.test && !strcmp(ibft_opts.test, "refuse");
+	ibft_parse(argc, argv, "[-t refuse|deadpeer]");
+	test = ibft_opts.test ? ibft_opts.test : "";
+	if (!strncmp(test, "atomic-", 7))
+		test += 7;	/* run-suite's names */
+	refuse = !strcmp(test, "refuse");
+	dead = !strcmp(test, "deadpeer");
 	if (refuse && ibft_opts.server) {
 		copts.caps = FI_TAGGED;	/* framed, but no atomics */
 	}
 	ret = ibft_connect(&c, &copts);
 	if (IBFT_EXPECT(ret, 0, "connect")) {
-		if (ibft_opts.server)
+		if (ibft_opts.server && dead)
+			server_leaves();
+		else if (ibft_opts.server)
 			server();
+		else if (dead)
+			client_left();
 		else if (refuse)
 			client_refused();
 		else

@@ -774,6 +774,13 @@ int ibf_msg_atomic_init(struct ibf_ep *ep);
 void ibf_msg_atomic_fini(struct ibf_ep *ep);
 /* An answer of len bytes from the peer (tagged mode, the CQ's lock held). */
 void ibf_msg_atomic_on_answer(struct ibf_ep *ep, const void *wire, size_t len);
+/*
+ * The atomic whose request went in a send of the provider's own (op, or
+ * NULL) fails with err (positive FI_E*), unless it completed; all of an
+ * endpoint's still waiting do, once its connection is gone.
+ */
+void ibf_msg_atomic_fail(struct ibf_op *op, int err);
+void ibf_msg_atomic_fail_all(struct ibf_ep *ep, int err);
 /* Bounces still posted: what closing must wait to see flushed. */
 int ibf_tagged_outstanding(struct ibf_ep *ep);
 ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context);

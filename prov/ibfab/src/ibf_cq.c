@@ -118,6 +118,20 @@ static int ibf_cq_fetch(struct ibf_cq *cq, struct ibv_wc *wc, int max)
 	return n;
 }
 
+/*
+ * A failed send of the provider's own (op flags 0; framed mode's atomic
+ * requests and refusals): the operation it served fails instead, and
+ * nothing is reported for the send itself.  Returns whether it was one.
+ */
+static int ibf_cq_internal_failed(const struct ibv_wc *wc, struct ibf_op *op)
+{
+	if (op->kind != IBF_OP_RING || op->flags || wc->status == IBV_WC_SUCCESS)
+		return 0;
+	ibf_msg_atomic_fail(op->context, ibf_wc_status_to_fi(wc->status));
+	ibf_op_release(op);
+	return 1;
+}
+
 /* Does this successful completion reach the application's CQ? */
 static int ibf_cq_reports(const struct ibv_wc *wc, const struct ibf_op *op)
 {
@@ -344,6 +358,10 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 			continue;
 		}
 		if (unlikely(wc->status != IBV_WC_SUCCESS)) {
+			if (ibf_cq_internal_failed(wc, op)) {
+				cq->wc_next++;
+				continue;
+			}
 			cq->has_err = 1;	/* fi_cq_readerr takes it */
 			break;
 		}
@@ -459,6 +477,8 @@ static int ibf_cq_settle(struct ibf_cq *cq, const struct ibv_wc *wc)
 		ibf_tagged_on_reply(op, wc);
 		return 0;
 	}
+	if (ibf_cq_internal_failed(wc, op))
+		return 0;
 	if (wc->status == IBV_WC_SUCCESS)
 		clear = ibf_cq_multi_clear(op, wc);
 	if (!cq->unread && (wc->status != IBV_WC_SUCCESS || ibf_cq_reports(wc, op)))

@@ -12,9 +12,11 @@
  * the target (FI_DELIVERY_COMPLETE).  Requests on one connection are
  * applied in order.
  *
- * The request's send reports nothing unless it fails, in which case its
- * error completion carries the atomic's context; no answer can come then
- * and the slot stays taken until the endpoint closes.
+ * The request's send is the provider's own (op flags 0, context the
+ * atomic's slot): it reports nothing, and if it fails the atomic fails.
+ * Once the connection is gone (the endpoint's receive buffers flush, after
+ * every answer that came before), each atomic still waiting fails with
+ * FI_ECONNABORTED: whether its request was applied is unknown.
  *
  * ep->tx_lock guards the free slots.
  */
@@ -184,13 +186,33 @@ static ssize_t ibf_msg_atomic_post(struct fid_ep *ep_fid,
 	ibf_msg_atomic_fill_slot(ep, s, a, req.count, flags, context);
 	req.cookie = (uint32_t)(s - m->slot);
 	__atomic_store_n(&s->waiting, 1, __ATOMIC_RELEASE);
-	ret = ibf_tagged_send_frame(ep, &hdr, ibf_msg_atomic_fill, &req,
-				    s->op.flags, context, 0, NULL);
+	ret = ibf_tagged_send_frame(ep, &hdr, ibf_msg_atomic_fill, &req, 0,
+				    &s->op, 0, NULL);
 	if (unlikely(ret)) {
 		__atomic_store_n(&s->waiting, 0, __ATOMIC_RELEASE);
 		ibf_msg_atomic_release(&s->op);
 	}
 	return ret;
+}
+
+/* The atomic in slot op fails with err (positive), unless it is done. */
+void ibf_msg_atomic_fail(struct ibf_op *op, int err)
+{
+	struct ibf_msg_atomic_slot *s = (struct ibf_msg_atomic_slot *)op;
+
+	if (!op || !__atomic_exchange_n(&s->waiting, 0, __ATOMIC_ACQ_REL))
+		return;
+	s->op.err = err;
+	ibf_cq_soft_push(op->ep->matomic->scq, &s->op);
+}
+
+void ibf_msg_atomic_fail_all(struct ibf_ep *ep, int err)
+{
+	struct ibf_msg_atomic *m = ep->matomic;
+	uint32_t i;
+
+	for (i = 0; m && i < m->n; i++)
+		ibf_msg_atomic_fail(&m->slot[i].op, err);
 }
 
 /* Scatter the old values into the result iovs. */

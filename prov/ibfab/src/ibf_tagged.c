@@ -61,6 +61,7 @@ struct ibf_tagged {
 	/* FI_ATOMIC: each bounce's answer send (kind IBF_OP_REPLY). */
 	struct ibf_op *reply;
 	int replying;		/* answers in the send queue; atomic */
+	int flushed;		/* bounces flushed: the connection is gone */
 	/* One send buffer per send queue slot. */
 	uint8_t *tx_mem;
 	struct ibv_mr *tx_mr;
@@ -218,8 +219,8 @@ static void ibf_tagged_refuse_atomic(struct ibf_tagged *t, struct ibf_op *b)
 	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "refused an atomic: this "
 		       "endpoint was opened without FI_ATOMIC (its peer was "
 		       "not)\n");
-	if (ibf_tagged_send_frame(t->ep, &resp, ibf_fill_refusal, hdr + 1,
-				  FI_SEND | FI_MSG, NULL, 0, NULL))
+	if (ibf_tagged_send_frame(t->ep, &resp, ibf_fill_refusal, hdr + 1, 0,
+				  NULL, 0, NULL))
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "no send slot to "
 			       "refuse it: the peer's atomic waits\n");
 	ibf_bounce_post(t, b);
@@ -268,6 +269,10 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
 			ibf_bounce_post(t, b);	/* a bad message: drop it */
+		else if (t->ep->matomic && !t->flushed++)
+			/* The connection is gone; every answer before it was
+			 * read: what still waits for one waits in vain. */
+			ibf_msg_atomic_fail_all(t->ep, FI_ECONNABORTED);
 		return;
 	}
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
