@@ -325,6 +325,7 @@ struct ibf_ep_drain {
 	struct ibf_ring *r1, *r2;	/* rings completing here, or NULL */
 	int soft;			/* its soft completions go here */
 	int replies;			/* its atomic answers complete here */
+	int marked;			/* the send queue's last WR is posted */
 };
 
 static int ibf_ring_empty(struct ibf_ring *r)
@@ -347,9 +348,43 @@ static void ibf_ep_drain_drop(const struct ibv_wc *wc, void *arg)
 		ibf_op_release(op);
 }
 
+/*
+ * With the QP in the error state, one signalled send behind everything:
+ * its flush retires the slots of sends before it that completed unsignalled
+ * (they make no completion of their own, and the ring would never empty).
+ * 0, or -FI_EAGAIN while the ring is full (its signalled sends retire it).
+ */
+static int ibf_ep_post_marker(struct ibf_ep *ep)
+{
+	struct ibv_send_wr wr = { .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibf_op *op;
+	int ret;
+
+	ibf_lock_acquire(&ep->tx_lock);
+	if (!ibf_ring_free(&ep->tx)) {
+		ibf_lock_release(&ep->tx_lock);
+		return -FI_EAGAIN;
+	}
+	op = &ep->tx.ops[ep->tx.head & (ep->tx.size - 1)];
+	op->context = NULL;
+	op->flags = 0;
+	op->user_comp = 0;
+	op->cntr = NULL;
+	wr.wr_id = (uintptr_t)op;
+	ret = ibv_post_send(ep->id->qp, &wr, &bad);
+	if (!ret)
+		ep->tx.head++;
+	ibf_lock_release(&ep->tx_lock);
+	return ret ? -FI_EIO : 0;
+}
+
 static int ibf_ep_drain_busy(void *arg)
 {
 	struct ibf_ep_drain *d = arg;
+
+	if (d->r1 == &d->ep->tx && !d->marked && !ibf_ring_empty(d->r1))
+		d->marked = !ibf_ep_post_marker(d->ep);
 
 	return !ibf_ring_empty(d->r1) || !ibf_ring_empty(d->r2) ||
 	       (d->soft && d->ep->tagged && ibf_tagged_outstanding(d->ep)) ||
@@ -369,7 +404,7 @@ static void ibf_ep_drain_cq(struct ibf_ep *ep, struct ibf_cq *cq,
 			    int replies)
 {
 	struct ibf_ep_drain arg = { ep, ep->id->qp->qp_num, r1, r2, soft,
-				    replies };
+				    replies, 0 };
 	struct ibf_drain d = {
 		.mine = ibf_ep_drain_mine,
 		.drop = ibf_ep_drain_drop,
