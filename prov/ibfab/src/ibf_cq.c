@@ -432,42 +432,50 @@ int ibf_cq_ready(struct ibf_cq *cq)
 	return ready;
 }
 
-/* cq->lock held: keep a completion for fi_cq_read; 0, or -FI_ENOSPC. */
-static int ibf_cq_report(struct ibf_cq *cq, const struct ibv_wc *wc,
-			 struct ibf_op *op, uint64_t clear)
+/* What a failed verbs completion of op reports (fi_cq_readerr). */
+static void ibf_cq_err_fill(struct fi_cq_err_entry *e, const struct ibv_wc *wc,
+			    const struct ibf_op *op)
 {
-	struct fi_cq_err_entry *e;
+	e->op_context = op->context;
+	e->flags = op->flags;
+	e->len = op->len;
+	e->buf = (op->flags & FI_RECV) ? op->buf : NULL;
+	e->err = ibf_wc_status_to_fi(wc->status);
+	e->prov_errno = wc->status;
+}
+
+/* cq->lock held, a free report slot: keep a completion for fi_cq_read. */
+static void ibf_cq_report(struct ibf_cq *cq, const struct ibv_wc *wc,
+			  const struct ibf_op *op, uint64_t clear)
+{
+	struct ibf_cq_report *r = &cq->rep[cq->rep_tail++ & (cq->rep_size - 1)];
 	uint64_t flags, data;
 	size_t len;
 
-	if (cq->rep_tail - cq->rep_head == cq->rep_size)
-		return -FI_ENOSPC;
-	e = &cq->rep[cq->rep_tail & (cq->rep_size - 1)].e;
-	cq->rep[cq->rep_tail & (cq->rep_size - 1)].qp_num = wc->qp_num;
-	memset(e, 0, sizeof(*e));
-	e->op_context = op->context;
-	if (wc->status == IBV_WC_SUCCESS) {
-		ibf_wc_result(wc, op, &flags, &len, &data);
-		e->flags = flags & ~clear;
-		e->len = len;
-		e->data = data;
-	} else {
-		e->flags = op->flags;
-		e->len = op->len;
-		e->err = ibf_wc_status_to_fi(wc->status);
-		e->prov_errno = wc->status;
+	memset(&r->e, 0, sizeof(r->e));
+	r->qp_num = wc->qp_num;
+	if (wc->status != IBV_WC_SUCCESS) {
+		ibf_cq_err_fill(&r->e, wc, op);
+		return;
 	}
-	e->buf = (op->flags & FI_RECV) ? op->buf : NULL;
-	cq->rep_tail++;
-	return 0;
+	ibf_wc_result(wc, op, &flags, &len, &data);
+	r->e.op_context = op->context;
+	r->e.flags = flags & ~clear;
+	r->e.len = len;
+	r->e.data = data;
+	r->e.buf = (op->flags & FI_RECV) ? op->buf : NULL;
 }
 
-/* cq->lock held: one completion out of the batch, retired or reported. */
+/*
+ * cq->lock held: one completion out of the batch, retired or reported;
+ * -FI_ENOSPC, with nothing done, if it needs a report and none is free
+ * (it is settled again later, so a multi-receive must not move first).
+ */
 static int ibf_cq_settle(struct ibf_cq *cq, const struct ibv_wc *wc)
 {
 	struct ibf_op *op = (struct ibf_op *)(uintptr_t)wc->wr_id;
 	uint64_t clear = 0;
-	int ret = 0;
+	int report;
 
 	if (op->kind == IBF_OP_BOUNCE) {
 		ibf_tagged_on_bounce(cq, op, wc);
@@ -479,13 +487,16 @@ static int ibf_cq_settle(struct ibf_cq *cq, const struct ibv_wc *wc)
 	}
 	if (ibf_cq_internal_failed(wc, op))
 		return 0;
+	report = !cq->unread &&
+		 (wc->status != IBV_WC_SUCCESS || ibf_cq_reports(wc, op));
+	if (report && cq->rep_tail - cq->rep_head == cq->rep_size)
+		return -FI_ENOSPC;
 	if (wc->status == IBV_WC_SUCCESS)
 		clear = ibf_cq_multi_clear(op, wc);
-	if (!cq->unread && (wc->status != IBV_WC_SUCCESS || ibf_cq_reports(wc, op)))
-		ret = ibf_cq_report(cq, wc, op, clear);
-	if (!ret)
-		ibf_op_release(op);
-	return ret;
+	if (report)
+		ibf_cq_report(cq, wc, op, clear);
+	ibf_op_release(op);
+	return 0;
 }
 
 /*
@@ -604,12 +615,7 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 	}
 	wc = &cq->wc[cq->wc_next++];
 	op = (struct ibf_op *)(uintptr_t)wc->wr_id;
-	err->op_context = op->context;
-	err->flags = op->flags;
-	err->len = op->len;
-	err->buf = (op->flags & FI_RECV) ? op->buf : NULL;
-	err->err = ibf_wc_status_to_fi(wc->status);
-	err->prov_errno = wc->status;
+	ibf_cq_err_fill(err, wc, op);
 	IBF_DBG(FI_LOG_CQ, "error completion on qp %u: %s (vendor %#x)\n",
 		wc->qp_num, ibv_wc_status_str(wc->status), wc->vendor_err);
 	cq->has_err = 0;
