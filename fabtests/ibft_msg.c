@@ -18,7 +18,8 @@
  *                 fi_cancel takes a posted receive back
  *   deadpeer      the client exits without a word; the server gets
  *                 FI_SHUTDOWN, its posted receive completes in error with
- *                 its context, and it accepts the next client
+ *                 its context, so does one posted after FI_SHUTDOWN, and
+ *                 it accepts the next client
  *   threads       FI_THREAD_SAFE: the client's threads send at once on one
  *                 endpoint while another reads the CQ; every message
  *                 arrives once
@@ -720,6 +721,15 @@ static void deadpeer(void)
 			IBFT_CHECK(ret == 1 && err.op_context == &b &&
 				   (err.flags & FI_RECV) && err.err,
 				   "deadpeer-recv-error-completion", "readerr %d "
+				   "context %p err %d", ret, err.op_context, err.err);
+			/* Posted to a connection known dead: it must not wait
+			 * for ever (Soft-RoCE flushes it only if told to). */
+			ret = (int)fi_recv(c.ep, b.ptr, 4096, b.desc, 0, &c);
+			if (!ret)
+				ret = ibft_cq_wait_err(&c, &err, 10000);
+			IBFT_CHECK(ret == 1 && err.op_context == &c &&
+				   (err.flags & FI_RECV) && err.err,
+				   "deadpeer-late-recv-error", "recv or readerr %d "
 				   "context %p err %d", ret, err.op_context, err.err);
 		}
 		fi_close(&c.ep->fid);

@@ -150,6 +150,13 @@ static inline ssize_t ibf_ep_post_rx_wr(struct ibf_ep *ep, struct ibv_sge *sge,
 	if (unlikely(ret))
 		return ibf_errno_to_fi(ret);
 	ep->rx.head++;
+	/* Posted after the connection went down: make sure it flushes.  A
+	 * disconnect racing this post changes the state first and moves the
+	 * QP after (a system call later): if this load misses the change,
+	 * that move finds the receive queued. */
+	if (unlikely(__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) ==
+		     IBF_EP_SHUTDOWN))
+		ibf_ep_qp_to_error(ep);
 	if (flags & FI_MULTI_RECV)
 		ep->rx_multi_busy = 1;
 	return 0;

@@ -188,6 +188,24 @@ void ibf_qp_set_rnr_timer(struct ibv_qp *qp)
 			 strerror(errno));
 }
 
+/*
+ * Move a disconnected endpoint's QP to the error state (again).  The device
+ * must flush a receive posted to a QP in error (IB spec C10-42), but
+ * Soft-RoCE keeps the receive queue in user memory and looks at it only when
+ * something moves the QP: without this, a receive posted after the
+ * connection died would wait forever.  Also for a disconnect that came
+ * before the connection was established, which nobody answered.
+ */
+void ibf_ep_qp_to_error(struct ibf_ep *ep)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+	if (ep->id && ep->id->qp && ibv_modify_qp(ep->id->qp, &attr, IBV_QP_STATE))
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot move a disconnected QP to the "
+			 "error state: %s; its receives stay posted until "
+			 "fi_close\n", strerror(errno));
+}
+
 static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 			 size_t paramlen)
 {
@@ -335,10 +353,21 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 				FI_ETIMEDOUT : FI_EHOSTUNREACH, ev->status, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		/* The peer's disconnect: answer it, so our QP flushes too. */
-		if (__atomic_exchange_n(&ep->state, IBF_EP_SHUTDOWN,
-					__ATOMIC_ACQ_REL) == IBF_EP_CONNECTED)
+		/* The peer's disconnect: answer it, so our QP flushes too.
+		 * One that came before ESTABLISHED (its RTU lost or late)
+		 * has nobody to answer, but our receives must flush all the
+		 * same. */
+		switch (__atomic_exchange_n(&ep->state, IBF_EP_SHUTDOWN,
+					    __ATOMIC_ACQ_REL)) {
+		case IBF_EP_CONNECTED:
 			rdma_disconnect(ep->id);
+			break;
+		case IBF_EP_CONNECTING:
+			ibf_ep_qp_to_error(ep);
+			break;
+		default:
+			break;
+		}
 		ibf_ep_push_cm(ep, eq, FI_SHUTDOWN, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
