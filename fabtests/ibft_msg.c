@@ -20,6 +20,8 @@
  *                 FI_SHUTDOWN, its posted receive completes in error with
  *                 its context, so does one posted after FI_SHUTDOWN, and
  *                 it accepts the next client
+ *   deadpeer-tagged  the same with FI_TAGGED (tagged mode's receives are
+ *                 the provider's, not the device's)
  *   threads       FI_THREAD_SAFE: the client's threads send at once on one
  *                 endpoint while another reads the CQ; every message
  *                 arrives once
@@ -561,18 +563,10 @@ static int tg_recv_check(struct ibft_conn *c, struct ibft_buf *b, int tagged,
 			  (unsigned long long)e.tag);
 }
 
-static void tagged(void)
+/* Whether the provider offers FI_TAGGED on FI_EP_MSG; says skip if not. */
+static int tagged_offered(const char *test)
 {
-	static const struct { uint64_t tag; int tagged; size_t len; } sends[] = {
-		{ 0x100, 1, TG_LEN }, { 0x200, 1, TG_LEN }, { 0, 0, TG_LEN },
-		{ 0x101, 1, TG_LEN }, { 0x300, 1, TG_LEN }, { 0x400, 1, 2 * TG_LEN },
-	};
 	struct fi_info *hints = ibft_msg_hints_addr(), *info = NULL;
-	struct fi_cq_tagged_entry e;
-	struct fi_cq_err_entry err;
-	struct ibft_buf b;
-	struct ibft_conn c;
-	size_t i;
 	int ret;
 
 	hints->caps = FI_MSG | FI_TAGGED;
@@ -581,10 +575,27 @@ static void tagged(void)
 			 hints, &info);
 	fi_freeinfo(hints);
 	fi_freeinfo(info);
-	if (ret == -FI_ENODATA) {
-		printf("skip - tagged [%s]: no FI_TAGGED on FI_EP_MSG\n", ibft_opts.prov);
+	if (ret == -FI_ENODATA)
+		printf("skip - %s [%s]: no FI_TAGGED on FI_EP_MSG\n", test,
+		       ibft_opts.prov);
+	return ret != -FI_ENODATA;
+}
+
+static void tagged(void)
+{
+	static const struct { uint64_t tag; int tagged; size_t len; } sends[] = {
+		{ 0x100, 1, TG_LEN }, { 0x200, 1, TG_LEN }, { 0, 0, TG_LEN },
+		{ 0x101, 1, TG_LEN }, { 0x300, 1, TG_LEN }, { 0x400, 1, 2 * TG_LEN },
+	};
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	struct ibft_buf b;
+	struct ibft_conn c;
+	size_t i;
+	int ret;
+
+	if (!tagged_offered("tagged"))
 		return;
-	}
 	copts.tagged = 1;
 	if (!IBFT_EXPECT(ibft_connect(&c, &copts), 0, "tagged-connect"))
 		goto out;
@@ -668,7 +679,15 @@ out:
 	ibft_close(&c);
 }
 
-static void deadpeer(void)
+/* A receive of deadpeer's, tagged or not. */
+static int deadpeer_recv(struct ibft_conn *c, struct ibft_buf *b, void *ctx)
+{
+	if (copts.tagged)
+		return (int)fi_trecv(c->ep, b->ptr, 4096, b->desc, 0, 0x77, 0, ctx);
+	return (int)fi_recv(c->ep, b->ptr, 4096, b->desc, 0, ctx);
+}
+
+static void deadpeer(int tagged)
 {
 	struct fi_cq_err_entry err = { 0 };
 	struct fi_eq_cm_entry entry;
@@ -677,6 +696,9 @@ static void deadpeer(void)
 	struct fi_info *req;
 	int ret, round;
 
+	if (tagged && !tagged_offered("deadpeer-tagged"))
+		return;
+	copts.tagged = tagged;
 	if (!ibft_opts.server) {
 		pid_t pid = fork();
 		int status = 0;
@@ -710,8 +732,7 @@ static void deadpeer(void)
 			ibft_buf_alloc(&c, &b, 4096, FI_RECV);
 		if (round == 1)
 			break;
-		IBFT_EXPECT(fi_recv(c.ep, b.ptr, 4096, b.desc, 0, &b), 0,
-			    "deadpeer-post-recv");
+		IBFT_EXPECT(deadpeer_recv(&c, &b, &b), 0, "deadpeer-post-recv");
 		ret = ibft_eq_wait(c.eq, &entry, sizeof(entry), 30000, NULL);
 		IBFT_CHECK(ret == FI_SHUTDOWN && entry.fid == &c.ep->fid,
 			   "deadpeer-shutdown-event", "event %d", ret);
@@ -724,7 +745,7 @@ static void deadpeer(void)
 				   "context %p err %d", ret, err.op_context, err.err);
 			/* Posted to a connection known dead: it must not wait
 			 * for ever (Soft-RoCE flushes it only if told to). */
-			ret = (int)fi_recv(c.ep, b.ptr, 4096, b.desc, 0, &c);
+			ret = deadpeer_recv(&c, &b, &c);
 			if (!ret)
 				ret = ibft_cq_wait_err(&c, &err, 10000);
 			IBFT_CHECK(ret == 1 && err.op_context == &c &&
@@ -958,8 +979,8 @@ int main(int argc, char **argv)
 		errors();
 		return ibft_finish();
 	}
-	if (!strcmp(test, "deadpeer")) {
-		deadpeer();
+	if (!strcmp(test, "deadpeer") || !strcmp(test, "deadpeer-tagged")) {
+		deadpeer(!strcmp(test, "deadpeer-tagged"));
 		return ibft_finish();
 	}
 	if (!strcmp(test, "tagged")) {

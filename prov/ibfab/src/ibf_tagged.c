@@ -61,7 +61,8 @@ struct ibf_tagged {
 	/* FI_ATOMIC: each bounce's answer send (kind IBF_OP_REPLY). */
 	struct ibf_op *reply;
 	int replying;		/* answers in the send queue; atomic */
-	int flushed;		/* bounces flushed: the connection is gone */
+	int gone;		/* a bounce flushed: the connection is gone;
+				 * under rx_lock */
 	/* One send buffer per send queue slot. */
 	uint8_t *tx_mem;
 	struct ibv_mr *tx_mr;
@@ -250,6 +251,66 @@ static void ibf_tagged_on_atomic(struct ibf_tagged *t, struct ibf_op *b)
 	ibf_tagged_reply(t, b, sizeof(*hdr) + plen);
 }
 
+/* Receive r (unposted) completes with FI_ECANCELED, having received nothing. */
+static void ibf_urecv_fail(struct ibf_tagged *t, int r)
+{
+	struct ibf_op *op = &t->urecv[r];
+
+	op->flags = FI_RECV | (t->ext[r].tagged ? FI_TAGGED : FI_MSG);
+	op->len = 0;
+	op->buf = t->ext[r].count ? t->ext[r].iov[0].iov_base : NULL;
+	op->data = 0;
+	op->olen = 0;
+	op->err = FI_ECANCELED;
+	ibf_cq_soft_push(t->rcq, op);
+}
+
+/* Called with rx_lock held: take out the oldest posted receive, or -1. */
+static int ibf_unpost_any(struct ibf_tagged *t)
+{
+	struct ibf_mq_entry *e;
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		e = ibf_mq_first(&t->posted_q[k]);
+		if (e) {
+			ibf_mq_posted_remove(&t->posted_q[k], e);
+			return (int)(container_of(e, struct ibf_urecv, me) - t->ext);
+		}
+	}
+	return -1;
+}
+
+/*
+ * The first flushed bounce: the connection is gone, and every message that
+ * came before it has been taken (the device completes a QP's receives in
+ * order).  Receives still posted would wait for ever: they complete with
+ * FI_ECANCELED, as plain mode's flushed receives do, and so do those posted
+ * from now on that no held message matches.  Atomics waiting for answers
+ * wait in vain too.
+ */
+static void ibf_tagged_gone(struct ibf_tagged *t)
+{
+	int first, r;
+
+	ibf_lock_acquire(&t->ep->rx_lock);
+	first = !t->gone;
+	t->gone = 1;
+	ibf_lock_release(&t->ep->rx_lock);
+	if (!first)
+		return;
+	for (;;) {
+		ibf_lock_acquire(&t->ep->rx_lock);
+		r = ibf_unpost_any(t);
+		ibf_lock_release(&t->ep->rx_lock);
+		if (r < 0)
+			break;
+		ibf_urecv_fail(t, r);
+	}
+	if (t->ep->matomic)
+		ibf_msg_atomic_fail_all(t->ep, FI_ECONNABORTED);
+}
+
 void ibf_tagged_on_reply(struct ibf_op *r, const struct ibv_wc *wc)
 {
 	struct ibf_tagged *t = r->ep->tagged;
@@ -269,10 +330,8 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
 			ibf_bounce_post(t, b);	/* a bad message: drop it */
-		else if (t->ep->matomic && !t->flushed++)
-			/* The connection is gone; every answer before it was
-			 * read: what still waits for one waits in vain. */
-			ibf_msg_atomic_fail_all(t->ep, FI_ECONNABORTED);
+		else
+			ibf_tagged_gone(t);
 		return;
 	}
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -371,7 +430,6 @@ static int ibf_unpost_context(struct ibf_tagged *t, struct ibf_mq *q,
 ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context)
 {
 	struct ibf_tagged *t = ep->tagged;
-	struct ibf_op *op;
 	int r;
 
 	if (!t)
@@ -383,14 +441,7 @@ ssize_t ibf_tagged_cancel(struct ibf_ep *ep, void *context)
 	ibf_lock_release(&ep->rx_lock);
 	if (r < 0)
 		return -FI_ENOENT;
-	op = &t->urecv[r];
-	op->flags = FI_RECV | (t->ext[r].tagged ? FI_TAGGED : FI_MSG);
-	op->len = 0;
-	op->buf = t->ext[r].count ? t->ext[r].iov[0].iov_base : NULL;
-	op->data = 0;
-	op->olen = 0;
-	op->err = FI_ECANCELED;
-	ibf_cq_soft_push(t->rcq, op);
+	ibf_urecv_fail(t, r);
 	return 0;
 }
 
@@ -402,7 +453,7 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 	struct ibf_tagged *t = ep->tagged;
 	struct ibf_urecv *x;
 	size_t i;
-	int r, u;
+	int r, u, gone;
 
 	if (unlikely(!t))
 		return -FI_EOPBADSTATE;
@@ -437,13 +488,16 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 	t->urecv[r].cntr = ep->cntr[IBF_EP_CNTR_RECV];
 	t->urecv[r].user_comp = comp;
 	u = ibf_match_unexpected(t, r);
-	if (u < 0)
+	gone = u < 0 && t->gone;
+	if (u < 0 && !gone)
 		ibf_mq_post(&t->posted_q[tagged], &x->me);
 	ibf_lock_release(&ep->rx_lock);
 	if (u >= 0) {
 		ibf_deliver(t, r, &t->bounce[u]);
 		ibf_bounce_post(t, &t->bounce[u]);
 		ibf_cq_soft_push(t->rcq, &t->urecv[r]);
+	} else if (gone) {
+		ibf_urecv_fail(t, r);	/* nothing will ever come */
 	}
 	return 0;
 }
