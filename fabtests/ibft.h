@@ -85,6 +85,7 @@ struct ibft_conn_opts {
 	int wait_fd;		/* CQ with FI_WAIT_FD, else FI_WAIT_NONE */
 	uint64_t cq_bind_flags;	/* extra: FI_SELECTIVE_COMPLETION */
 	size_t tx_size, rx_size;	/* 0: the provider's */
+	size_t cq_size;		/* 0: the provider's */
 	int shared_rx;		/* receives through a shared receive context */
 	int tagged;		/* FI_TAGGED, and a CQ of FI_CQ_FORMAT_TAGGED */
 	int cntrs;		/* bind counters (FI_WAIT_UNSPEC) too */

@@ -84,6 +84,7 @@ static int open_fabric(struct ibft_conn *c, const struct ibft_conn_opts *o)
 	int ret;
 
 	cq_attr.wait_obj = o->wait_fd ? FI_WAIT_FD : FI_WAIT_NONE;
+	cq_attr.size = o->cq_size;
 	if (o->tagged)
 		cq_attr.format = FI_CQ_FORMAT_TAGGED;
 	ret = fi_fabric(c->info->fabric_attr, &c->fabric, NULL);

@@ -11,6 +11,12 @@
  *              write with a wrong key counts as an error
  *   tagged     the same, on an endpoint opened with FI_TAGGED
  *   only       counters and no CQ at all: messages, writes and reads
+ *   overflow   a CQ that reports every receive, which the server does not
+ *              read while its receive counter progresses, until more
+ *              messages came than the CQ keeps: the counter stops there
+ *              (documented); then every message is read from the CQ in
+ *              order, each where the multi-receive buffer put it, and the
+ *              counter reaches the total
  * Counters are opened with FI_WAIT_UNSPEC and waited on with fi_cntr_wait.
  */
 #include <poll.h>
@@ -280,13 +286,91 @@ out:
 	ibft_buf_free(&local);
 }
 
+#define OV_MSGS 600	/* more than a 32-entry CQ's reports keep */
+
+static void overflow_server(struct ibft_conn *c)
+{
+	struct fi_cq_data_entry e[8];
+	size_t min = SZ;
+	struct ibft_buf in;
+	int got = 0, bad = 0, last_flag = 0, ret, i;
+	uint64_t stalled;
+
+	if (ibft_buf_alloc(c, &in, OV_MSGS * SZ, FI_RECV)) {
+		IBFT_CHECK(0, "buffers", "registration failed");
+		return;
+	}
+	ret = fi_setopt(&c->ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+			&min, sizeof(min));
+	if (!ret)
+		ret = (int)fi_recvmsg(c->ep, &(struct fi_msg){
+			.msg_iov = &(struct iovec){ in.ptr, OV_MSGS * SZ },
+			.desc = &in.desc, .iov_count = 1, .context = &in },
+			FI_MULTI_RECV | FI_COMPLETION);
+	IBFT_EXPECT(ret, 0, "overflow-post");
+	/* Nobody reads the CQ: the counter moves until its reports fill. */
+	fi_cntr_wait(c->rx_cntr, OV_MSGS, 2000);
+	stalled = fi_cntr_read(c->rx_cntr);
+	IBFT_CHECK(stalled > 0 && stalled < OV_MSGS, "overflow-counter-stops",
+		   "the receive counter read %llu of %d with the CQ unread",
+		   (unsigned long long)stalled, OV_MSGS);
+	/* Now read everything: in order, each message where it landed. */
+	while (got < OV_MSGS) {
+		ret = ibft_cq_wait(c, e, 1, 0, WAIT_MS);
+		if (ret != 1) {
+			bad++;
+			break;
+		}
+		if (!(e[0].flags & FI_RECV) || e[0].op_context != &in ||
+		    e[0].len != SZ || (uint8_t *)e[0].buf != in.ptr + got * SZ ||
+		    !ibft_verify(e[0].buf, SZ, 100 + got))
+			bad++;
+		last_flag = !!(e[0].flags & FI_MULTI_RECV);
+		if (last_flag && got != OV_MSGS - 1)
+			bad++;	/* released before it was full */
+		got++;
+	}
+	IBFT_CHECK(got == OV_MSGS && !bad && last_flag, "overflow-cq-in-order",
+		   "%d of %d messages read, %d wrong, last FI_MULTI_RECV %d",
+		   got, OV_MSGS, bad, last_flag);
+	IBFT_EXPECT(fi_cntr_read(c->rx_cntr), OV_MSGS, "overflow-counter-total");
+	for (i = 0; i < 8 && fi_cq_read(c->cq, e, 8) != -FI_EAGAIN; i++)
+		bad++;
+	IBFT_CHECK(!bad, "overflow-cq-then-empty", "more entries than messages");
+	ibft_buf_free(&in);
+}
+
+static void overflow_client(struct ibft_conn *c)
+{
+	struct ibft_buf out;
+	int i, ret = 0;
+
+	if (ibft_buf_alloc(c, &out, OV_MSGS * SZ, FI_SEND)) {
+		IBFT_CHECK(0, "buffers", "registration failed");
+		return;
+	}
+	for (i = 0; i < OV_MSGS && !ret; i++) {
+		ibft_fill(out.ptr + i * SZ, SZ, 100 + i);
+		while ((ret = (int)fi_send(c->ep, out.ptr + i * SZ, SZ, out.desc,
+					   0, NULL)) == -FI_EAGAIN)
+			fi_cntr_read(c->tx_cntr);	/* progress */
+	}
+	IBFT_EXPECT(ret, 0, "overflow-sends-posted");
+	/* The server reads after its counter stopped: give it the time. */
+	ret = fi_cntr_wait(c->tx_cntr, OV_MSGS, 3 * WAIT_MS);
+	IBFT_CHECK(!ret, "overflow-sends-complete", "fi_cntr_wait: %s (%llu of "
+		   "%d)", fi_strerror(-ret),
+		   (unsigned long long)fi_cntr_read(c->tx_cntr), OV_MSGS);
+	ibft_buf_free(&out);
+}
+
 int main(int argc, char **argv)
 {
 	const char *test;
 	struct ibft_conn c;
 	int ret;
 
-	ibft_parse(argc, argv, "(-t selective|tagged|only)");
+	ibft_parse(argc, argv, "(-t selective|tagged|only|overflow)");
 	test = ibft_opts.test ? ibft_opts.test : "selective";
 	if (!strncmp(test, "cntr-", 5))
 		test += 5;	/* run-suite's names */
@@ -296,12 +380,21 @@ int main(int argc, char **argv)
 		copts.tagged = 1;
 	else if (!strcmp(test, "only"))
 		copts.no_cq = 1;
-	else if (strcmp(test, "selective"))
+	else if (!strcmp(test, "overflow")) {
+		/* The server's every receive reported (the client's sends
+		 * not: it reads no CQ either); a CQ of 32 for 16 + 16. */
+		copts.cq_bind_flags = ibft_opts.server ? 0 : FI_SELECTIVE_COMPLETION;
+		copts.caps = FI_MSG | FI_MULTI_RECV;
+		copts.tx_size = copts.rx_size = 16;
+		copts.cq_size = 32;
+	} else if (strcmp(test, "selective"))
 		IBFT_CHECK(0, "test-name", "no test %s", test);
 	with_cq = !copts.no_cq;
 	ret = ibft_connect(&c, &copts);
 	if (IBFT_EXPECT(ret, 0, "connect")) {
-		if (ibft_opts.server)
+		if (!strcmp(test, "overflow"))
+			(ibft_opts.server ? overflow_server : overflow_client)(&c);
+		else if (ibft_opts.server)
 			server(&c);
 		else
 			client(&c);
