@@ -265,7 +265,8 @@ static void ibf_urecv_fail(struct ibf_tagged *t, int r)
 	ibf_cq_soft_push(t->rcq, op);
 }
 
-/* Called with rx_lock held: take out the oldest posted receive, or -1. */
+/* Called with rx_lock held: take out a posted receive (untagged ones
+ * first), or -1. */
 static int ibf_unpost_any(struct ibf_tagged *t)
 {
 	struct ibf_mq_entry *e;
