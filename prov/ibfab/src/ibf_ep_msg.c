@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ibf_atomic_ops.h"
+#include "ibf_post.h"
 #include "ibf_rdm.h"
 
 static uint32_t ibf_pow2_up(size_t n)
@@ -352,31 +353,14 @@ static void ibf_ep_drain_drop(const struct ibv_wc *wc, void *arg)
  * With the QP in the error state, one signalled send behind everything:
  * its flush retires the slots of sends before it that completed unsignalled
  * (they make no completion of their own, and the ring would never empty).
- * 0, or -FI_EAGAIN while the ring is full (its signalled sends retire it).
+ * An empty send through the usual path; -FI_EAGAIN while the ring is full
+ * (its signalled sends retire it).
  */
 static int ibf_ep_post_marker(struct ibf_ep *ep)
 {
-	struct ibv_send_wr wr = { .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-	struct ibf_op *op;
-	int ret;
+	const struct ibf_tx marker = { .opcode = IBV_WR_SEND, .comp = 1 };
 
-	ibf_lock_acquire(&ep->tx_lock);
-	if (!ibf_ring_free(&ep->tx)) {
-		ibf_lock_release(&ep->tx_lock);
-		return -FI_EAGAIN;
-	}
-	op = &ep->tx.ops[ep->tx.head & (ep->tx.size - 1)];
-	op->context = NULL;
-	op->flags = 0;
-	op->user_comp = 0;
-	op->cntr = NULL;
-	wr.wr_id = (uintptr_t)op;
-	ret = ibv_post_send(ep->id->qp, &wr, &bad);
-	if (!ret)
-		ep->tx.head++;
-	ibf_lock_release(&ep->tx_lock);
-	return ret ? -FI_EIO : 0;
+	return (int)ibf_ep_post_tx(ep, &marker);
 }
 
 static int ibf_ep_drain_busy(void *arg)
