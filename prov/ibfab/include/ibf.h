@@ -621,6 +621,8 @@ void ibf_cm_param_init(const struct ibv_device_attr *dev,
 		       uint8_t wire_len);
 /* rdma_cm leaves min_rnr_timer at 655 ms; call once the QP is in RTS. */
 void ibf_qp_set_rnr_timer(struct ibv_qp *qp);
+/* Move a QP to the error state: what it holds completes flushed. */
+int ibf_qp_to_error(struct ibv_qp *qp);
 /* Move a disconnected endpoint's QP to the error state, so what it holds
  * flushes (see ibf_cm.c: Soft-RoCE needs it for late receives). */
 void ibf_ep_qp_to_error(struct ibf_ep *ep);

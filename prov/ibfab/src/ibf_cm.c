@@ -188,6 +188,14 @@ void ibf_qp_set_rnr_timer(struct ibv_qp *qp)
 			 strerror(errno));
 }
 
+/* Every work request the QP holds completes flushed; 0 or an errno. */
+int ibf_qp_to_error(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+	return ibv_modify_qp(qp, &attr, IBV_QP_STATE) ? errno : 0;
+}
+
 /*
  * Move a disconnected endpoint's QP to the error state (again).  The device
  * must flush a receive posted to a QP in error (IB spec C10-42), but
@@ -198,9 +206,7 @@ void ibf_qp_set_rnr_timer(struct ibv_qp *qp)
  */
 void ibf_ep_qp_to_error(struct ibf_ep *ep)
 {
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
-
-	if (ep->id && ep->id->qp && ibv_modify_qp(ep->id->qp, &attr, IBV_QP_STATE))
+	if (ep->id && ep->id->qp && ibf_qp_to_error(ep->id->qp))
 		IBF_WARN(FI_LOG_EP_CTRL, "cannot move a disconnected QP to the "
 			 "error state: %s; its receives stay posted until "
 			 "fi_close\n", strerror(errno));

@@ -403,14 +403,13 @@ static void ibf_ep_drain_cq(struct ibf_ep *ep, struct ibf_cq *cq,
 /* Flush the QP and take its completions out of the CQs before freeing. */
 static void ibf_ep_flush(struct ibf_ep *ep)
 {
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
 	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
 
 	/* An SRQ's receives stay posted; only those already taken drain.
 	 * Tagged mode's receives are its bounces, counted apart. */
 	struct ibf_ring *rx = ep->srx || ep->tagged ? NULL : &ep->rx;
 
-	ibv_modify_qp(ep->id->qp, &attr, IBV_QP_STATE);
+	ibf_qp_to_error(ep->id->qp);
 	if (scq == rcq) {
 		ibf_ep_drain_cq(ep, scq, &ep->tx, rx, 1, 1);
 	} else {

@@ -54,7 +54,6 @@ static void ibf_rdm_grave_drain(struct ibf_rdm_ep *ep, struct ibf_rdm_grave *g)
 void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id,
 		  struct ibf_rdm_conn *conn)
 {
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
 	struct ibf_rdm_grave *g;
 
 	if (!id)
@@ -74,7 +73,7 @@ void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id,
 	if (!id->qp) {
 		g->drained = 1;
 	} else {
-		ibv_modify_qp(id->qp, &attr, IBV_QP_STATE);
+		ibf_qp_to_error(id->qp);
 		g->waiting = 1;
 		ibf_rdm_grave_drain(ep, g);
 	}
