@@ -434,29 +434,6 @@ out:
 	close_all();
 }
 
-static void test_cancel(void)
-{
-	struct node *a = node_open(0, FI_TAGGED | FI_MSG, 0);
-	uint8_t buf[16];
-	struct comp c = { 0 };
-	int ok;
-
-	if (!a)
-		goto out;
-	ok = !fi_trecv(a->ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, 99, 0, buf);
-	ok &= !fi_cancel(&a->ep->fid, buf);
-	ok = ok && !wait_comp(a, &c, WAIT_MS);
-	IBFT_CHECK(ok && c.err == FI_ECANCELED && c.e.op_context == buf,
-		   "rdm-cancel", "err %d context %p", c.err, c.e.op_context);
-	ok = !fi_recv(a->ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, buf + 1);
-	ok &= !fi_cancel(&a->ep->fid, buf + 1);
-	ok = ok && !wait_comp(a, &c, WAIT_MS);
-	IBFT_CHECK(ok && c.err == FI_ECANCELED && c.e.op_context == buf + 1,
-		   "rdm-cancel-msg", "err %d", c.err);
-out:
-	close_all();
-}
-
 static void trunc_one(struct node **ns, size_t slen, size_t rlen,
 		      const char *name)
 {
@@ -1248,7 +1225,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|trunc|cqdata|many|sread|burst|backlog|sharedav|poll|multirecv|auto|threads|simul|deadpeer|linkdown)");
+		   "directed|peek|cancel|ssend|trunc|cqdata|many|sread|burst|backlog|sharedav|poll|multirecv|auto|threads|simul|deadpeer|linkdown)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -1282,6 +1259,8 @@ int main(int argc, char **argv)
 		test_peek();
 	if (RUN("cancel"))
 		test_cancel();
+	if (RUN("ssend"))
+		test_ssend();
 	if (RUN("trunc"))
 		test_trunc();
 	if (RUN("cqdata")) {

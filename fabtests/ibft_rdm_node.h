@@ -101,6 +101,11 @@ int pingpong_one(struct node *a, fi_addr_t to_b, struct node *b,
 		 fi_addr_t from_a, size_t len, int tagged, uint8_t *sbuf,
 		 uint8_t *rbuf, unsigned seed);
 
+/* ibft_rdm_cancel.c: fi_cancel, and synchronous sends as MPI's MTL
+ * builds them. */
+void test_cancel(void);
+void test_ssend(void);
+
 /* ibft_rdm_procs.c: tests with threads or other processes, and the roles
  * the child processes play. */
 void test_threads(void);
