@@ -6,7 +6,9 @@
  * the sizes fi_atomicvalid reports; several endpoints (the target itself
  * among them) hammering one 64-bit counter with a mix of fetch-add,
  * compare-swap increments and 32-bit adds on its low half, losing
- * nothing; a wrong key fails the operation, not the peer.
+ * nothing; a wrong key fails the operation, not the peer; a region a peer
+ * may only write returns nothing, and an endpoint opened without FI_ATOMIC
+ * applies no peer's atomic.
  *
  *   ibft_rdm_atomic -p PROV -s ADDR_A [-d ADDR_B]
  */
@@ -200,6 +202,111 @@ static void test_bad_key(void)
 	IBFT_CHECK(ok, "atomic-after-error", "a good atomic after the failure");
 }
 
+/* An atomic of form f (op, operand 0) from ns[1] to (to, addr, k): the
+ * completion's error, 0 if it succeeded; res holds what came back. */
+static int atomic_err(int f, fi_addr_t to, uint64_t addr, uint64_t k,
+		      enum fi_op op, uint64_t *res)
+{
+	uint64_t opnd = 0, cmp = 0;
+	struct comp c;
+	int ret;
+
+	if (f == IBFT_PLAIN)
+		ret = (int)POST(fi_atomic(ns[1]->ep, &opnd, 1, NULL, to, addr, k,
+					  FI_UINT64, op, &c));
+	else if (f == IBFT_FETCH)
+		ret = (int)POST(fi_fetch_atomic(ns[1]->ep, &opnd, 1, NULL, res,
+						NULL, to, addr, k, FI_UINT64, op, &c));
+	else
+		ret = (int)POST(fi_compare_atomic(ns[1]->ep, &opnd, 1, NULL, &cmp,
+						  NULL, res, NULL, to, addr, k,
+						  FI_UINT64, op, &c));
+	if (ret)
+		return -ret;
+	if (wait_comp(ns[1], &c, WAIT_MS))
+		return -1;
+	return c.err;
+}
+
+/*
+ * A region registered FI_REMOTE_WRITE alone: a peer may change it but
+ * never learn what it holds, so every atomic that returns the old value
+ * (fetching OR of 0, compare-and-swap, atomic read) fails with FI_EACCES
+ * and brings nothing back; a plain atomic works.
+ */
+static void test_write_only_region(void)
+{
+	static uint64_t secret[2] __attribute__((aligned(64)));
+	uint64_t res = 7, k, addr;
+	struct fid_mr *wmr = NULL;
+	int ret, ok;
+
+	secret[0] = 0x1122334455667788ULL;
+	ret = fi_mr_reg(ns[0]->domain, secret, sizeof(secret), FI_REMOTE_WRITE,
+			0, 0, 0, &wmr, NULL);
+	if (!ret && (ns[0]->info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
+		ret = fi_mr_bind(wmr, &ns[0]->ep->fid, 0);
+		if (!ret)
+			ret = fi_mr_enable(wmr);
+	}
+	if (!IBFT_CHECK(!ret, "atomic-write-only-mr", "fi_mr_reg: %s",
+			fi_strerror(-ret)))
+		goto out;
+	k = fi_mr_key(wmr);
+	addr = base ? (uintptr_t)secret : 0;
+	ok = atomic_err(IBFT_FETCH, ns[1]->peer[0], addr, k, FI_BOR, &res) == FI_EACCES &&
+	     atomic_err(IBFT_COMPARE, ns[1]->peer[0], addr, k, FI_CSWAP, &res) == FI_EACCES &&
+	     atomic_err(IBFT_FETCH, ns[1]->peer[0], addr, k, FI_ATOMIC_READ, &res) == FI_EACCES;
+	IBFT_CHECK(ok && res == 7, "atomic-write-only-no-fetch", "a fetch from a "
+		   "region registered FI_REMOTE_WRITE alone was not refused "
+		   "with FI_EACCES (got back %#llx)", (unsigned long long)res);
+	ok = !atomic_err(IBFT_PLAIN, ns[1]->peer[0], addr, k, FI_BOR, NULL) &&
+	     secret[0] == 0x1122334455667788ULL;
+	IBFT_CHECK(ok, "atomic-write-only-plain", "a plain atomic on a "
+		   "writable region failed");
+out:
+	if (wmr)
+		fi_close(&wmr->fid);
+}
+
+/* A target endpoint opened without FI_ATOMIC refuses peers' atomics:
+ * the initiator's atomic fails, the memory is untouched. */
+static void test_target_without_atomic(void)
+{
+	static uint64_t word[2] __attribute__((aligned(64)));
+	struct node *plain = node_open(0, FI_MSG | FI_RMA, 0);
+	struct fid_mr *pmr = NULL;
+	fi_addr_t to = FI_ADDR_NOTAVAIL;
+	uint64_t res = 7;
+	int ret, err;
+
+	if (!plain)
+		return;
+	word[0] = 40;
+	ret = fi_mr_reg(plain->domain, word, sizeof(word),
+			FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &pmr, NULL);
+	if (!ret && (plain->info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
+		ret = fi_mr_bind(pmr, &plain->ep->fid, 0);
+		if (!ret)
+			ret = fi_mr_enable(pmr);
+	}
+	if (!ret)
+		ret = fi_av_insert(ns[1]->av, plain->name, 1, &to, 0, NULL) == 1 ? 0 : -1;
+	if (!IBFT_CHECK(!ret, "atomic-no-cap-setup", "%s", fi_strerror(-ret)))
+		goto out;
+	err = atomic_err(IBFT_FETCH, to, (plain->info->domain_attr->mr_mode &
+					  FI_MR_VIRT_ADDR) ? (uintptr_t)word : 0,
+			 fi_mr_key(pmr), FI_SUM, &res);
+	IBFT_CHECK(err && err != -1 && word[0] == 40 && res == 7,
+		   "atomic-target-without-fi-atomic", "an atomic to an endpoint "
+		   "opened without FI_ATOMIC: error %d, word %llu", err,
+		   (unsigned long long)word[0]);
+out:
+	if (pmr)
+		fi_close(&pmr->fid);
+	node_close(plain);
+}
+
 int main(int argc, char **argv)
 {
 	int i, ret;
@@ -235,6 +342,8 @@ int main(int argc, char **argv)
 	test_count();
 	test_hammer();
 	test_bad_key();
+	test_write_only_region();
+	test_target_without_atomic();
 out:
 	if (mr)
 		fi_close(&mr->fid);

@@ -5,6 +5,8 @@
  * with no device: the domain's key table holds one fake region.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "ibf_atomic_ops.h"
@@ -199,4 +201,96 @@ Test(atomic_ops, read_only_region_refuses_writes)
 {
 	mr.ibv_access = IBV_ACCESS_REMOTE_READ;
 	cr_assert_eq(served(as_built), -FI_EACCES);
+}
+
+/* A fetching atomic of kind k, op op (operand 0), on target[2]: status. */
+static int32_t fetch_status(enum ibf_atomic_kind k, enum fi_op op,
+			    size_t *answer)
+{
+	uint64_t v = 0, c = 200;
+	struct fi_ioc opnd = { &v, 1 }, cmp = { &c, 1 };
+	struct fi_rma_ioc rma = { (uintptr_t)&target[2], 1, vmr.rkey };
+	struct ibf_atomic_args a = args(k, op, FI_UINT64, &opnd,
+					k == IBF_ATOMIC_COMPARE ? &cmp : NULL,
+					NULL, &rma);
+	uint8_t wire[EAGER];
+	size_t len = ibf_atomic_req_build(wire, &a, 1, 7);
+
+	*answer = ibf_atomic_serve(&dom, wire, len, EAGER);
+	return ((struct ibf_atomic_req *)wire)->status;
+}
+
+/*
+ * A region a peer may only write: nothing that returns its contents.  A
+ * fetching OR of 0 would otherwise read it (the review's reproduction),
+ * and so would a compare-and-swap's old value.
+ */
+Test(atomic_ops, write_only_region_refuses_fetches)
+{
+	size_t answer;
+
+	mr.ibv_access = IBV_ACCESS_REMOTE_WRITE;
+	cr_assert_eq(fetch_status(IBF_ATOMIC_FETCH, FI_BOR, &answer), -FI_EACCES);
+	cr_assert_eq(answer, sizeof(struct ibf_atomic_req), "the answer carries data");
+	cr_assert_eq(fetch_status(IBF_ATOMIC_COMPARE, FI_CSWAP, &answer), -FI_EACCES);
+	cr_assert_eq(fetch_status(IBF_ATOMIC_FETCH, FI_ATOMIC_READ, &answer), -FI_EACCES);
+	cr_assert_eq(target[2], 200, "a refused atomic changed the region");
+	/* Writing without reading back is what it grants. */
+	cr_assert_eq(fetch_status(IBF_ATOMIC_PLAIN, FI_SUM, &answer), 0);
+	cr_assert_eq(answer, sizeof(struct ibf_atomic_req));
+}
+
+/* Read and write rights: fetches and compares are served. */
+Test(atomic_ops, read_write_region_serves_fetches)
+{
+	size_t answer;
+
+	cr_assert_eq(fetch_status(IBF_ATOMIC_FETCH, FI_BOR, &answer), 0);
+	cr_assert_eq(answer, sizeof(struct ibf_atomic_req) + 8);
+	cr_assert_eq(fetch_status(IBF_ATOMIC_COMPARE, FI_CSWAP, &answer), 0);
+	cr_assert_eq(target[2], 0, "the compare-and-swap did not swap");
+}
+
+static void *try_lock(void *arg)
+{
+	int ret = pthread_mutex_trylock(arg);
+
+	if (!ret)
+		pthread_mutex_unlock(arg);
+	return (void *)(intptr_t)ret;
+}
+
+static int lock_busy(void)
+{
+	pthread_t t;
+	void *ret;
+
+	pthread_create(&t, NULL, try_lock, &dom.mr_lock);
+	pthread_join(t, &ret);
+	return (intptr_t)ret == EBUSY;
+}
+
+/*
+ * While a peer's atomic is applied its region stays registered: the key
+ * table's lock, which fi_close(mr) takes to unlink the region before
+ * deregistering it, is held from the check to the end of the write, and
+ * let go afterwards, whether the request was served or refused.
+ */
+Test(atomic_ops, region_held_while_applied)
+{
+	size_t answer;
+
+	cr_assert_eq(ibf_mr_target_hold(&dom, vmr.rkey, (uintptr_t)target, 8,
+					IBV_ACCESS_REMOTE_WRITE), 0);
+	cr_assert(lock_busy(), "a close could unlink the region during the write");
+	ibf_mr_target_release(&dom);
+	cr_assert(!lock_busy());
+	cr_assert_neq(ibf_mr_target_hold(&dom, vmr.rkey ^ 1, (uintptr_t)target, 8,
+					 IBV_ACCESS_REMOTE_WRITE), 0);
+	cr_assert(!lock_busy(), "a refused check kept the lock");
+	cr_assert_eq(fetch_status(IBF_ATOMIC_FETCH, FI_SUM, &answer), 0);
+	cr_assert(!lock_busy(), "a served atomic kept the lock");
+	mr.ibv_access = 0;
+	cr_assert_eq(fetch_status(IBF_ATOMIC_FETCH, FI_SUM, &answer), -FI_EACCES);
+	cr_assert(!lock_busy(), "a refused atomic kept the lock");
 }

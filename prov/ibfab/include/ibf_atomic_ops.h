@@ -71,8 +71,10 @@ size_t ibf_atomic_req_build(void *wire, const struct ibf_atomic_args *a,
 			    size_t count, uint32_t cookie);
 /*
  * A target's side: the request of len bytes that arrived in wire, checked
- * against nothing but itself and dom's regions, applied, and turned into
- * its answer in place (status, then the old values).  Returns the
+ * against nothing but itself and dom's regions (remote read rights for an
+ * atomic read, write rights for an atomic, both for one that fetches or
+ * compares), applied while the region is held registered, and turned
+ * into its answer in place (status, then the old values).  Returns the
  * answer's bytes; a refused request is answered with its error.
  */
 size_t ibf_atomic_serve(struct ibf_domain *dom, void *wire, size_t len,

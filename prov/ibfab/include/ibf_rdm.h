@@ -104,6 +104,7 @@ struct ibf_rdm_ep {
 	uint64_t tx_op_flags, rx_op_flags;
 	int tx_selective, rx_selective;
 	int rma_event;		/* FI_RMA_EVENT: RMA tells its target */
+	int atomic_target;	/* FI_ATOMIC: peers' atomics are applied */
 	int event_added;	/* in its domain's event endpoints */
 	size_t inject_size;
 	size_t eager_size;

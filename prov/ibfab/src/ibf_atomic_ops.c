@@ -110,7 +110,22 @@ size_t ibf_atomic_req_build(void *wire, const struct ibf_atomic_args *a,
 	return (size_t)(p - (uint8_t *)wire);
 }
 
-/* The request's fields and length against themselves and dom. */
+/*
+ * The rights a peer needs on the target region: to read it (an atomic
+ * read), to write it (an atomic that returns nothing), or both (one that
+ * returns the old values: they are the region's contents).
+ */
+static int ibf_atomic_rights(enum fi_op op, enum ibf_atomic_kind kind)
+{
+	if (op == FI_ATOMIC_READ)
+		return IBV_ACCESS_REMOTE_READ;
+	if (kind == IBF_ATOMIC_PLAIN)
+		return IBV_ACCESS_REMOTE_WRITE;
+	return IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+}
+
+/* The request's fields and length against themselves and dom: 0 with
+ * the target region held (ibf_mr_target_hold), or why not. */
 static int ibf_atomic_req_check(struct ibf_domain *dom,
 				const struct ibf_atomic_req *req, size_t len,
 				size_t eager_size)
@@ -127,11 +142,8 @@ static int ibf_atomic_req_check(struct ibf_domain *dom,
 	if (!n || n * size > ibf_atomic_room(eager_size, kind) ||
 	    len != sizeof(*req) + (nopnd + ncmp) * size || req->addr % size)
 		return -FI_EINVAL;
-	if (ibf_mr_target_check(dom, req->key, req->addr, n * size,
-				op == FI_ATOMIC_READ ? IBV_ACCESS_REMOTE_READ :
-				IBV_ACCESS_REMOTE_WRITE))
-		return -FI_EACCES;
-	return 0;
+	return ibf_mr_target_hold(dom, req->key, req->addr, n * size,
+				  ibf_atomic_rights(op, kind));
 }
 
 size_t ibf_atomic_serve(struct ibf_domain *dom, void *wire, size_t len,
@@ -163,6 +175,7 @@ size_t ibf_atomic_serve(struct ibf_domain *dom, void *wire, size_t len,
 			 op == FI_ATOMIC_READ ? NULL : opnd,
 			 req->kind == IBF_ATOMIC_COMPARE ? opnd + n * size : NULL,
 			 req->kind == IBF_ATOMIC_PLAIN ? NULL : opnd, n);
+	ibf_mr_target_release(dom);
 	return sizeof(*req) + (req->kind == IBF_ATOMIC_PLAIN ? 0 : n * size);
 }
 

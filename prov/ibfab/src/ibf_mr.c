@@ -78,12 +78,11 @@ static struct ibf_mr *ibf_mr_by_key(struct ibf_domain *dom, uint64_t key)
 	return NULL;
 }
 
-int ibf_mr_target_check(struct ibf_domain *dom, uint64_t key, uint64_t addr,
-			size_t len, int ibv_access)
+int ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key, uint64_t addr,
+		       size_t len, int ibv_access)
 {
 	struct ibf_mr *mr;
 	uint64_t start, end;
-	int ret = -FI_EACCES;
 
 	pthread_mutex_lock(&dom->mr_lock);
 	mr = ibf_mr_by_key(dom, key);
@@ -92,10 +91,15 @@ int ibf_mr_target_check(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 		end = start + mr->mr->length;
 		if (addr >= start && addr + len <= end && addr + len >= addr &&
 		    (mr->ibv_access & ibv_access) == ibv_access)
-			ret = 0;
+			return 0;	/* held until ibf_mr_target_release */
 	}
 	pthread_mutex_unlock(&dom->mr_lock);
-	return ret;
+	return -FI_EACCES;
+}
+
+void ibf_mr_target_release(struct ibf_domain *dom)
+{
+	pthread_mutex_unlock(&dom->mr_lock);
 }
 
 void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, int read)

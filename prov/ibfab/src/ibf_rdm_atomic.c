@@ -108,8 +108,17 @@ void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_rdm_drop(ep, b, "an atomic request cut short");
 		return;
 	}
-	answer = ibf_atomic_serve(ep->domain, req, byte_len - IBF_RDM_HDR,
-				  ep->eager_size);
+	if (unlikely(!ep->atomic_target)) {
+		/* Opened without FI_ATOMIC: refused, answered, not applied. */
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "refused a peer's "
+			       "atomic: this endpoint was opened without "
+			       "FI_ATOMIC\n");
+		req->status = -FI_EOPNOTSUPP;
+		answer = sizeof(*req);
+	} else {
+		answer = ibf_atomic_serve(ep->domain, req,
+					  byte_len - IBF_RDM_HDR, ep->eager_size);
+	}
 	if (!req->status) {
 		ep->stats.atomics_applied++;
 		if (ep->rma_event)

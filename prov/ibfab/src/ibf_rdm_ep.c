@@ -581,6 +581,7 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->max_inline = 256;	/* a first guess; the first QP says */
 	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
 	ep->rma_event = !!(info->caps & FI_RMA_EVENT);
+	ep->atomic_target = !!(info->caps & FI_ATOMIC);
 	ep->tx_op_flags = info->tx_attr ?
 			  info->tx_attr->op_flags & ~IBF_RDM_NO_COMP : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
