@@ -1225,7 +1225,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|ssend|trunc|cqdata|many|sread|burst|backlog|sharedav|poll|multirecv|auto|threads|simul|deadpeer|linkdown)");
+		   "directed|peek|cancel|ssend|args|trunc|cqdata|many|sread|burst|backlog|sharedav|poll|multirecv|auto|threads|simul|deadpeer|linkdown)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -1261,6 +1261,8 @@ int main(int argc, char **argv)
 		test_cancel();
 	if (RUN("ssend"))
 		test_ssend();
+	if (RUN("args"))
+		test_iov_wrap();
 	if (RUN("trunc"))
 		test_trunc();
 	if (RUN("cqdata")) {

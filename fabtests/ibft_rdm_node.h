@@ -105,6 +105,8 @@ int pingpong_one(struct node *a, fi_addr_t to_b, struct node *b,
  * builds them. */
 void test_cancel(void);
 void test_ssend(void);
+/* ibft_rdm_args.c: arguments no provider may trust. */
+void test_iov_wrap(void);
 
 /* ibft_rdm_procs.c: tests with threads or other processes, and the roles
  * the child processes play. */

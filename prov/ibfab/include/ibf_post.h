@@ -26,6 +26,12 @@ static inline ssize_t ibf_fill_sge(struct ibv_sge *sge, const struct iovec *iov,
 	size_t i, len = 0;
 
 	for (i = 0; i < count; i++) {
+		if (unlikely(iov[i].iov_len > UINT32_MAX)) {
+			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an iov of %zu "
+				       "bytes: one verbs segment carries at most "
+				       "4 GiB - 1\n", iov[i].iov_len);
+			return -FI_EMSGSIZE;
+		}
 		sge[i].addr = (uintptr_t)iov[i].iov_base;
 		sge[i].length = (uint32_t)iov[i].iov_len;
 		sge[i].lkey = 0;
@@ -68,7 +74,7 @@ static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 	struct ibv_sge sge[IBF_MAX_SGE];
 	struct ibv_send_wr wr, *bad;
 	struct ibf_op *op;
-	size_t len = 0, i;
+	size_t len = 0;
 	int inline_ok, ret;
 
 	if (unlikely(tx->count > ep->tx_iov_limit)) {
@@ -76,8 +82,11 @@ static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 			       "is %zu\n", tx->count, ep->tx_iov_limit);
 		return -FI_EINVAL;
 	}
-	for (i = 0; i < tx->count; i++)
-		len += tx->iov[i].iov_len;
+	if (unlikely(ibf_iov_sum(tx->iov, tx->count, &len))) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "iov lengths whose sum "
+			       "wraps\n");
+		return -FI_EINVAL;
+	}
 	/* Small sends and writes go inline: the buffer is free on return. */
 	inline_ok = tx->opcode != IBV_WR_RDMA_READ && len <= ep->inject_size;
 	if (unlikely((tx->flags & FI_INJECT) && !inline_ok)) {

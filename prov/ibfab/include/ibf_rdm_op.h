@@ -165,7 +165,12 @@ void ibf_rdm_unregister(struct ibf_rdm_op *op);
 int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		      void *addr, size_t len, int access, uint32_t *lkey);
 
+/* The bytes of iov[0..count); SIZE_MAX if they add up past it. */
 size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count);
+/* An application's iovs for what ("a send"): at most limit of them, and
+ * lengths whose sum fits, into *len; else -FI_EINVAL and a warning. */
+int ibf_rdm_iov_check(const struct iovec *iov, size_t count, size_t limit,
+		      size_t *len, const char *what);
 /* Gather count iovs into dst. */
 void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count);
 /* Scatter len bytes into the iovs; returns how many fitted. */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <sys/uio.h>
 
 #ifndef container_of
 #define container_of(ptr, type, field) \
@@ -20,6 +21,25 @@
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
+
+/*
+ * The bytes of an application's iov[0..count) into *len: 0, or -1 when
+ * the lengths add up past SIZE_MAX (a wrapped sum would pass every size
+ * check and then copy the full lengths).  Every sum of application
+ * lengths goes through here.
+ */
+static inline int ibf_iov_sum(const struct iovec *iov, size_t count, size_t *len)
+{
+	size_t i, sum = 0;
+
+	for (i = 0; i < count; i++) {
+		if (unlikely(iov[i].iov_len > SIZE_MAX - sum))
+			return -1;
+		sum += iov[i].iov_len;
+	}
+	*len = sum;
+	return 0;
+}
 
 static inline int ibf_ref_get(int *ref)
 {

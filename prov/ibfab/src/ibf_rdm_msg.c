@@ -24,12 +24,9 @@ static ssize_t ibf_rdm_send(struct ibf_rdm_ep *ep, const struct iovec *iov,
 	size_t len;
 	ssize_t ret;
 
-	if (unlikely(count > ep->tx_iov_limit || (count && !iov))) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs: tx iov_limit "
-			       "is %zu\n", count, ep->tx_iov_limit);
+	if (unlikely(ibf_rdm_iov_check(iov, count, ep->tx_iov_limit, &len,
+				       "a send")))
 		return -FI_EINVAL;
-	}
-	len = ibf_rdm_iov_len(iov, count);
 	if (unlikely((flags & FI_INJECT) && len > ep->inject_size)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "inject of %zu bytes: "
 			       "inject_size is %zu\n", len, ep->inject_size);
@@ -86,13 +83,12 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 {
 	struct ibf_rdm_op *r;
 	uint64_t want;
+	size_t len;
 	int ret;
 
-	if (unlikely(count > ep->rx_iov_limit || (count && !iov))) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs: rx iov_limit "
-			       "is %zu\n", count, ep->rx_iov_limit);
+	if (unlikely(ibf_rdm_iov_check(iov, count, ep->rx_iov_limit, &len,
+				       "a receive")))
 		return -FI_EINVAL;
-	}
 	if (tagged)
 		flags &= ~FI_MULTI_RECV;	/* untagged receives only */
 	if (unlikely((flags & FI_MULTI_RECV) && count != 1)) {

@@ -429,11 +429,26 @@ void ibf_rdm_release(struct ibf_op *o)
 
 size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count)
 {
-	size_t i, len = 0;
+	size_t len;
 
-	for (i = 0; i < count; i++)
-		len += iov[i].iov_len;
-	return len;
+	return ibf_iov_sum(iov, count, &len) ? SIZE_MAX : len;
+}
+
+int ibf_rdm_iov_check(const struct iovec *iov, size_t count, size_t limit,
+		      size_t *len, const char *what)
+{
+	size_t sum = 0;
+
+	if (unlikely(count > limit || (count && !iov) ||
+		     ibf_iov_sum(iov, count, &sum))) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%s with %zu iovs "
+			       "(iov_limit %zu)%s\n", what, count, limit,
+			       count <= limit && iov ? " whose lengths add up "
+			       "past SIZE_MAX" : "");
+		return -FI_EINVAL;
+	}
+	*len = sum;
+	return 0;
 }
 
 void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count)

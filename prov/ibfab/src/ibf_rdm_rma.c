@@ -113,13 +113,12 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 	size_t len;
 	ssize_t ret;
 
-	if (unlikely(count > ep->tx_iov_limit || (count && !iov) || !rma)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "RMA with %zu iovs "
-			       "(tx iov_limit %zu) or no remote iov\n", count,
-			       ep->tx_iov_limit);
+	if (unlikely(!rma)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "RMA with no remote iov\n");
 		return -FI_EINVAL;
 	}
-	len = ibf_rdm_iov_len(iov, count);
+	if (unlikely(ibf_rdm_iov_check(iov, count, ep->tx_iov_limit, &len, "RMA")))
+		return -FI_EINVAL;
 	if (unlikely(len > rma->len || len > ep->max_read)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "RMA of %zu bytes to "
 			       "a %zu-byte remote buffer (one RMA carries at "

@@ -531,13 +531,12 @@ static ssize_t ibf_tagged_send(struct ibf_ep *ep, const struct iovec *iov,
 		.flags = (tagged ? IBF_HDR_TAGGED : 0) |
 			 ((flags & FI_REMOTE_CQ_DATA) ? IBF_HDR_DATA : 0),
 	};
-	size_t len = 0, i;
+	size_t len = 0;
 
 	if (unlikely(!ep->tagged))
 		return -FI_EOPBADSTATE;
-	for (i = 0; i < count; i++)
-		len += iov[i].iov_len;
-	if (unlikely(len > ibf_params.eager_size || count > ep->tx_iov_limit)) {
+	if (unlikely(count > ep->tx_iov_limit || ibf_iov_sum(iov, count, &len) ||
+		     len > ibf_params.eager_size)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu bytes in %zu iovs: "
 			       "tagged mode sends at most max_msg_size (%zu)\n",
 			       len, count, ibf_params.eager_size);
