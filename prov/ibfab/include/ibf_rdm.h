@@ -65,6 +65,7 @@ struct ibf_av {
 	struct ibf_av_shm *shm;
 	size_t shm_len;
 	char *shm_name;		/* set by the creator, who unlinks it */
+	int shm_fd;		/* a writer's, for flock; -1 otherwise */
 	int readonly;		/* opened with FI_READ */
 	/* FI_EVENT: each insert call's outcome is written to this EQ. */
 	int events;

@@ -11,7 +11,11 @@
  * A named AV (FI_SHARED_AV) is kept in POSIX shared memory of a fixed
  * size (attr->count entries, default IBF_AV_SHARED_COUNT), so other
  * processes of the node can open it with FI_READ and use its fi_addrs,
- * which they find at attr->map_addr.
+ * which they find at attr->map_addr.  The first opener without FI_READ
+ * creates it (O_EXCL); later ones share it, never truncate it, and take
+ * turns inserting (flock).  A file that exists is used only if it is
+ * this user's, writable by nobody else, and its header, size and counts
+ * agree; a count read from it is never trusted past the capacity mapped.
  */
 #include "config.h"
 
@@ -20,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ibf_rdm.h"
@@ -62,6 +68,7 @@ static struct ibf_av *to_ibf_av(struct fid_av *av)
 }
 
 #define IBF_AV_SHARED_COUNT 1024
+#define IBF_AV_SHARED_MAX (1 << 20)	/* entries of a named AV, at most */
 #define IBF_AV_SHM_MAGIC 0x1bfa5a7eu
 
 struct ibf_av_shm {
@@ -83,66 +90,161 @@ static size_t ibf_av_shm_size(size_t cap)
 	       cap * (sizeof(fi_addr_t) + sizeof(struct ibf_name) + 1);
 }
 
-/* Lock held: a reader of a shared AV sees the creator's inserts. */
+/*
+ * Lock held: a process sharing a named AV sees the others' inserts.  The
+ * count comes from shared memory another process can write: never past
+ * the capacity this process mapped.
+ */
 static void ibf_av_sync(struct ibf_av *av)
 {
-	if (av->shm)
-		av->count = __atomic_load_n(&av->shm->count, __ATOMIC_ACQUIRE);
+	uint64_t n;
+
+	if (av->shm) {
+		n = __atomic_load_n(&av->shm->count, __ATOMIC_ACQUIRE);
+		av->count = n < av->cap ? (size_t)n : av->cap;
+	}
 }
 
-/* Open or create the shared memory behind a named AV. */
+/*
+ * Writers of a named AV in several processes take turns: an flock on its
+ * shared memory, which the kernel lets go if the holder dies.
+ */
+static void ibf_av_shm_lock(struct ibf_av *av, int op)
+{
+	if (av->shm && !av->readonly)
+		while (flock(av->shm_fd, op) && errno == EINTR)
+			;
+}
+
+/*
+ * A named AV that exists already, in fd: adopted only if it is ours to
+ * trust (our user's, writable by nobody else) and its header, size and
+ * counts agree with each other and with this domain.  Returns its
+ * capacity, or 0 and a warning saying why not.
+ */
+static size_t ibf_av_shm_check(struct ibf_av *av, int fd, const char *name)
+{
+	struct ibf_av_shm head;
+	struct stat st;
+	const char *why = NULL;
+
+	if (fstat(fd, &st))
+		why = strerror(errno);
+	else if (st.st_uid != geteuid())
+		why = "it belongs to another user";
+	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+		why = "others may write it";
+	else if (pread(fd, &head, sizeof(head), 0) != sizeof(head) ||
+		 head.magic != IBF_AV_SHM_MAGIC)
+		why = "it is not an ibfab AV";
+	else if (head.addrlen != av->addrlen)
+		why = "its addresses are of another format";
+	else if (!head.cap || head.cap > IBF_AV_SHARED_MAX ||
+		 (uint64_t)st.st_size != ibf_av_shm_size((size_t)head.cap) ||
+		 head.count > head.cap)
+		why = "its size and counts do not agree";
+	if (!why)
+		return (size_t)head.cap;
+	IBF_WARN(FI_LOG_AV, "shared AV %s: not opened: %s (remove /dev/shm%s "
+		 "if it is stale)\n", name, why, av->shm_name ? av->shm_name : "");
+	return 0;
+}
+
+/* Map cap entries of fd; the creator also writes the header. */
+static int ibf_av_shm_map_fd(struct ibf_av *av, int fd, size_t cap, int created)
+{
+	int ro = av->readonly;
+
+	av->shm_len = ibf_av_shm_size(cap);
+	av->shm = mmap(NULL, av->shm_len, ro ? PROT_READ : PROT_READ | PROT_WRITE,
+		       MAP_SHARED, fd, 0);
+	if (av->shm == MAP_FAILED) {
+		av->shm = NULL;
+		return ibf_errno_to_fi(errno);
+	}
+	if (created) {
+		av->shm->addrlen = (uint32_t)av->addrlen;
+		av->shm->cap = cap;
+		av->shm->count = 0;
+		__atomic_store_n(&av->shm->magic, IBF_AV_SHM_MAGIC, __ATOMIC_RELEASE);
+	}
+	av->cap = cap;
+	av->names = (struct ibf_name *)(ibf_av_shm_map(av->shm) + cap);
+	av->used = (uint8_t *)(av->names + cap);
+	return 0;
+}
+
+/*
+ * Open or create the shared memory behind a named AV (fi_av(3)): without
+ * FI_READ it is created if it does not exist, and shared if it does
+ * (never truncated: other processes use it); FI_READ opens one that
+ * exists.  An existing one is checked before it is used.
+ */
 static int ibf_av_shm_open(struct ibf_av *av, struct fi_av_attr *attr)
 {
 	size_t cap = attr->count ? attr->count : IBF_AV_SHARED_COUNT;
-	int ro = !!(attr->flags & FI_READ), fd;
+	int ro = !!(attr->flags & FI_READ), fd, created = 0, ret;
 	char path[256];
 
 	snprintf(path, sizeof(path), "/ibfab-av-%s", attr->name);
 	for (char *c = path + 1; *c; c++)
 		if (*c == '/')
 			*c = '_';
-	fd = shm_open(path, ro ? O_RDONLY : O_RDWR | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0) {
-		IBF_WARN(FI_LOG_AV, "shared AV %s: %s%s\n", attr->name,
-			 strerror(errno), ro ? " (FI_READ opens an AV another "
-			 "process created)" : "");
-		return ibf_errno_to_fi(errno);
-	}
-	if (ro) {
-		struct ibf_av_shm head;
-
-		if (read(fd, &head, sizeof(head)) != sizeof(head) ||
-		    head.magic != IBF_AV_SHM_MAGIC) {
-			close(fd);
-			IBF_WARN(FI_LOG_AV, "shared AV %s is not ibfab's\n", attr->name);
-			return -FI_EINVAL;
-		}
-		cap = head.cap;
-	} else if (ftruncate(fd, (off_t)ibf_av_shm_size(cap))) {
-		close(fd);
-		return ibf_errno_to_fi(errno);
-	}
-	av->shm_len = ibf_av_shm_size(cap);
-	av->shm = mmap(NULL, av->shm_len, ro ? PROT_READ : PROT_READ | PROT_WRITE,
-		       MAP_SHARED, fd, 0);
-	close(fd);
-	if (av->shm == MAP_FAILED) {
-		av->shm = NULL;
-		return ibf_errno_to_fi(errno);
-	}
-	if (!ro) {
-		av->shm->magic = IBF_AV_SHM_MAGIC;
-		av->shm->addrlen = (uint32_t)av->addrlen;
-		av->shm->cap = cap;
-		av->shm_name = strdup(path);
+	if (!ro && cap > IBF_AV_SHARED_MAX) {
+		IBF_WARN(FI_LOG_AV, "shared AV %s: count %zu, at most %d\n",
+			 attr->name, cap, IBF_AV_SHARED_MAX);
+		return -FI_EINVAL;
 	}
 	av->readonly = ro;
-	av->cap = cap;
-	av->names = (struct ibf_name *)(ibf_av_shm_map(av->shm) + cap);
-	av->used = (uint8_t *)(av->names + cap);
+	av->shm_name = strdup(path);
+	if (!av->shm_name)
+		return -FI_ENOMEM;
+	fd = ro ? -1 : shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd >= 0) {
+		created = 1;
+		if (ftruncate(fd, (off_t)ibf_av_shm_size(cap))) {
+			ret = ibf_errno_to_fi(errno);
+			goto fail_unlink;
+		}
+	} else if (ro || errno == EEXIST) {
+		fd = shm_open(path, ro ? O_RDONLY : O_RDWR, 0);
+		if (fd < 0 || !(cap = ibf_av_shm_check(av, fd, attr->name))) {
+			ret = fd < 0 ? ibf_errno_to_fi(errno) : -FI_EACCES;
+			if (fd < 0)
+				IBF_WARN(FI_LOG_AV, "shared AV %s: %s%s\n", attr->name,
+					 strerror(errno), ro ? " (FI_READ opens "
+					 "an AV another process created)" : "");
+			goto fail;
+		}
+	} else {
+		ret = ibf_errno_to_fi(errno);
+		IBF_WARN(FI_LOG_AV, "shared AV %s: %s\n", attr->name, strerror(errno));
+		goto fail;
+	}
+	ret = ibf_av_shm_map_fd(av, fd, cap, created);
+	if (ret)
+		goto fail_unlink;
+	if (ro) {
+		close(fd);
+		fd = -1;
+	}
+	av->shm_fd = fd;	/* writers keep it, to take turns (flock) */
+	if (!created) {		/* the creator unlinks it at close */
+		free(av->shm_name);
+		av->shm_name = NULL;
+	}
 	attr->map_addr = ibf_av_shm_map(av->shm);
 	ibf_av_sync(av);
 	return 0;
+fail_unlink:
+	if (created)
+		shm_unlink(path);
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(av->shm_name);
+	av->shm_name = NULL;
+	return ret;
 }
 
 int ibf_av_name(struct ibf_av *av, fi_addr_t addr, struct ibf_name *name)
@@ -218,7 +320,9 @@ static int ibf_av_insert_name(struct ibf_av *av, const struct ibf_name *name,
 	size_t slot;
 	int ret;
 
+	ibf_av_shm_lock(av, LOCK_EX);
 	pthread_mutex_lock(&av->lock);
+	ibf_av_sync(av);
 	ret = ibf_av_slot(av, &slot);
 	if (!ret) {
 		av->names[slot] = *name;
@@ -230,6 +334,7 @@ static int ibf_av_insert_name(struct ibf_av *av, const struct ibf_name *name,
 		}
 	}
 	pthread_mutex_unlock(&av->lock);
+	ibf_av_shm_lock(av, LOCK_UN);
 	return ret;
 }
 
@@ -385,9 +490,11 @@ static int ibf_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 	}
 	for (i = 0; i < count; i++) {
 		ibf_rdm_ep_forget_addr(av, fi_addr[i]);
+		ibf_av_shm_lock(av, LOCK_EX);
 		pthread_mutex_lock(&av->lock);
 		av->used[fi_addr[i]] = 0;
 		pthread_mutex_unlock(&av->lock);
+		ibf_av_shm_lock(av, LOCK_UN);
 	}
 	return 0;
 }
@@ -455,6 +562,8 @@ static int ibf_av_close(struct fid *fid)
 	pthread_mutex_destroy(&av->lock);
 	if (av->shm) {
 		munmap(av->shm, av->shm_len);
+		if (av->shm_fd >= 0)
+			close(av->shm_fd);
 		if (av->shm_name)
 			shm_unlink(av->shm_name);
 		free(av->shm_name);
@@ -524,6 +633,7 @@ int ibf_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 	av->addr_format = dom->info->addr_format;
 	av->addrlen = av->addr_format == FI_SOCKADDR_IN6 ?
 		      sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	av->shm_fd = -1;
 	pthread_mutex_init(&av->lock, NULL);
 	pthread_mutex_init(&av->eps_lock, NULL);
 	if (attr->name) {
