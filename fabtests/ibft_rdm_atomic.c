@@ -242,13 +242,7 @@ static void test_write_only_region(void)
 	int ret, ok;
 
 	secret[0] = 0x1122334455667788ULL;
-	ret = fi_mr_reg(ns[0]->domain, secret, sizeof(secret), FI_REMOTE_WRITE,
-			0, 0, 0, &wmr, NULL);
-	if (!ret && (ns[0]->info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
-		ret = fi_mr_bind(wmr, &ns[0]->ep->fid, 0);
-		if (!ret)
-			ret = fi_mr_enable(wmr);
-	}
+	ret = node_mr_reg(ns[0], secret, sizeof(secret), FI_REMOTE_WRITE, &wmr);
 	if (!IBFT_CHECK(!ret, "atomic-write-only-mr", "fi_mr_reg: %s",
 			fi_strerror(-ret)))
 		goto out;
@@ -283,13 +277,8 @@ static void test_target_without_atomic(void)
 	if (!plain)
 		return;
 	word[0] = 40;
-	ret = fi_mr_reg(plain->domain, word, sizeof(word),
-			FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &pmr, NULL);
-	if (!ret && (plain->info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
-		ret = fi_mr_bind(pmr, &plain->ep->fid, 0);
-		if (!ret)
-			ret = fi_mr_enable(pmr);
-	}
+	ret = node_mr_reg(plain, word, sizeof(word),
+			  FI_REMOTE_READ | FI_REMOTE_WRITE, &pmr);
 	if (!ret)
 		ret = fi_av_insert(ns[1]->av, plain->name, 1, &to, 0, NULL) == 1 ? 0 : -1;
 	if (!IBFT_CHECK(!ret, "atomic-no-cap-setup", "%s", fi_strerror(-ret)))
@@ -323,13 +312,8 @@ int main(int argc, char **argv)
 			goto out;
 	if (insert_all(ns, NODES))
 		goto out;
-	ret = fi_mr_reg(ns[0]->domain, target, sizeof(target),
-			FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &mr, NULL);
-	if (!ret && (ns[0]->info->domain_attr->mr_mode & FI_MR_ENDPOINT)) {
-		ret = fi_mr_bind(mr, &ns[0]->ep->fid, 0);
-		if (!ret)
-			ret = fi_mr_enable(mr);
-	}
+	ret = node_mr_reg(ns[0], target, sizeof(target),
+			  FI_REMOTE_READ | FI_REMOTE_WRITE, &mr);
 	if (!IBFT_CHECK(!ret, "atomic-mr", "fi_mr_reg: %s", fi_strerror(-ret)))
 		goto out;
 	key = fi_mr_key(mr);

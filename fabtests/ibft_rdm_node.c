@@ -117,6 +117,29 @@ struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 	return n;
 }
 
+int node_mr_reg(struct node *n, void *buf, size_t len, uint64_t access,
+		struct fid_mr **mr)
+{
+	int ret;
+
+	*mr = NULL;
+	ret = fi_mr_reg(n->domain, buf, len, access, 0, 0, 0, mr, NULL);
+	if (ret) {
+		*mr = NULL;
+		return ret;
+	}
+	if (n->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+		ret = fi_mr_bind(*mr, &n->ep->fid, 0);
+		if (!ret)
+			ret = fi_mr_enable(*mr);
+	}
+	if (ret) {
+		fi_close(&(*mr)->fid);
+		*mr = NULL;
+	}
+	return ret;
+}
+
 void node_close(struct node *n)
 {
 	int i;

@@ -64,6 +64,11 @@ int node_ep_open(struct node *n, uint64_t cq_flags, struct fid_cntr *tx,
 int node_ep_open_bind(struct node *n, uint64_t cq_flags, struct fid_cntr **c,
 		      const uint64_t *flags, int nc);
 void node_close(struct node *n);
+/* Register len bytes at buf on n's domain with access (FI_REMOTE_*),
+ * bound to n's endpoint and enabled where mr_mode has FI_MR_ENDPOINT.
+ * 0 or -FI_E*; *mr NULL on failure. */
+int node_mr_reg(struct node *n, void *buf, size_t len, uint64_t access,
+		struct fid_mr **mr);
 void close_all(void);
 /* Every node inserts every node's name, in the same order. */
 int insert_all(struct node **ns, int count);

@@ -41,12 +41,8 @@ static int region_open(struct node *n, struct region *r, size_t len,
 
 	r->buf = xbuf(len);
 	r->len = len;
-	ret = fi_mr_reg(n->domain, r->buf, len, access, 0, 0, 0, &r->mr, NULL);
-	if (!ret && (mr_mode & FI_MR_ENDPOINT)) {
-		ret = fi_mr_bind(r->mr, &n->ep->fid, 0);
-		if (!ret)
-			ret = fi_mr_enable(r->mr);
-	}
+	r->mr = NULL;
+	ret = node_mr_reg(n, r->buf, len, access, &r->mr);
 	if (ret) {
 		IBFT_CHECK(0, "rma-mr-reg", "fi_mr_reg(%zu bytes): %s", len,
 			   fi_strerror(-ret));
