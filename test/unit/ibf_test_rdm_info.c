@@ -290,7 +290,7 @@ Test(rdm, open_caps_without_keys_leave_rma_out)
 
 /* ---- endpoint names (ibf_av.c) ---- */
 
-Test(name, ipv4_keeps_address_and_port_only)
+Test(name, ipv4_keeps_address_port_and_key)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(7000) };
 	struct ibf_name n;
@@ -301,9 +301,50 @@ Test(name, ipv4_keeps_address_and_port_only)
 	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&sin, sizeof(sin)), 0);
 	cr_assert_eq(out->sin_port, htons(7000));
 	cr_assert_eq(out->sin_addr.s_addr, sin.sin_addr.s_addr);
+	cr_assert_eq(ibf_name_key(&n), 0xaaaaaaaaaaaaaaaaull, "the key was dropped");
 	/* Two names of one endpoint compare equal byte for byte. */
-	for (size_t i = offsetof(struct sockaddr_in, sin_zero); i < sizeof(n.bytes); i++)
+	for (size_t i = sizeof(struct sockaddr_in); i < sizeof(n.bytes); i++)
 		cr_assert_eq(n.bytes[i], 0, "byte %zu not zeroed", i);
+}
+
+/*
+ * Keys: a name with another key is another endpoint, even at the same
+ * address and port; a plain address (no key) names whatever endpoint is
+ * there; the kernel's sockaddr carries no key.
+ */
+Test(name, keys_tell_endpoints_apart)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(7000) };
+	struct sockaddr_storage ss;
+	struct ibf_name plain, b, impostor;
+
+	inet_pton(AF_INET, "198.18.0.2", &sin.sin_addr);
+	cr_assert_eq(ibf_name_from_sockaddr(&plain, (void *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(ibf_name_key(&plain), 0);
+	b = impostor = plain;
+	ibf_name_set_key(&b, 0x1122334455667788ull);
+	ibf_name_set_key(&impostor, 0x1122334455667789ull);
+	cr_assert(ibf_name_matches(&b, &b));
+	cr_assert(!ibf_name_matches(&b, &impostor), "another key passed for b");
+	cr_assert(!ibf_name_matches(&impostor, &b));
+	cr_assert(ibf_name_matches(&plain, &b), "a plain address names who is there");
+	cr_assert(!ibf_name_matches(&b, &plain), "a keyless claim passed for b");
+	ibf_name_sockaddr(&b, &ss);
+	cr_assert_eq(memcmp(&ss, &sin, sizeof(sin)), 0, "a key went to the kernel");
+}
+
+Test(name, ipv6_key_is_flowinfo)
+{
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(9) };
+	struct ibf_name n, m;
+
+	inet_pton(AF_INET6, "fd00::1", &s6.sin6_addr);
+	cr_assert_eq(ibf_name_from_sockaddr(&n, (void *)&s6, sizeof(s6)), 0);
+	m = n;
+	ibf_name_set_key(&n, 0xdeadbeefcafef00dull);
+	cr_assert_eq(ibf_name_key(&n), 0xcafef00dull);
+	cr_assert(!ibf_name_matches(&n, &m));
+	cr_assert(ibf_name_matches(&m, &n));
 }
 
 Test(name, ipv6)

@@ -11,8 +11,9 @@
  *     made to B while B has not read its buffer yet;
  *   - an RTS whose segments do not add up to its length, and a message
  *     shorter than a header;
- *   - connection requests claiming a name on another host, and B's name
- *     while B is connected;
+ *   - connection requests claiming a name on another host, B's address
+ *     while B is connected, an idle peer's address, and A's own (R does
+ *     not know their keys);
  *   - as a listener A sends to: a refusal saying "I connect to you" (the
  *     answer to a simultaneous connect), and then never connecting;
  *   - a flood of connection requests it never completes.
@@ -64,11 +65,14 @@ static void rogue_close(struct rogue *g)
 	memset(g, 0, sizeof(*g));
 }
 
+/* R's key: what it puts in names it claims.  It does not know A's or B's. */
+#define ROGUE_KEY 0x0badc0de0badc0deull
+
 /* R connects to A from address src, as an ibfab RDM endpoint at
- * claim:port would.  Synchronous rdma_cm: each call returns once its event
- * came. */
-static int rogue_connect(struct rogue *g, const char *src, const char *claim,
-			 uint16_t port, const struct sockaddr *a)
+ * claim:port with key key would.  Synchronous rdma_cm: each call returns
+ * once its event came. */
+static int rogue_connect_key(struct rogue *g, const char *src, const char *claim,
+			     uint16_t port, uint64_t key, const struct sockaddr *a)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	struct ibv_qp_init_attr qa = { 0 };
@@ -101,6 +105,7 @@ static int rogue_connect(struct rogue *g, const char *src, const char *claim,
 		return -1;
 	sin.sin_port = htons(port);
 	ibf_name_from_sockaddr(&d.name, (struct sockaddr *)&sin, sizeof(sin));
+	ibf_name_set_key(&d.name, key);
 	cp.private_data = &d;
 	cp.private_data_len = sizeof(d);
 	cp.responder_resources = cp.initiator_depth = 1;
@@ -114,6 +119,12 @@ static int rogue_connect(struct rogue *g, const char *src, const char *claim,
 		return -1;
 	g->mine = ans->conn;
 	return 0;
+}
+
+static int rogue_connect(struct rogue *g, const char *src, const char *claim,
+			 uint16_t port, const struct sockaddr *a)
+{
+	return rogue_connect_key(g, src, claim, port, ROGUE_KEY, a);
 }
 
 /* Send len bytes of msg to A; waits for room, not for A. */
@@ -231,13 +242,14 @@ out:
 
 /*
  * R floods A with FLOOD connection requests from its host, each claiming a
- * name of its own there, and completes none: its ids have no QP, so
- * librdmacm leaves each answer (REP) to R, which never confirms it.  A
- * holds each one it accepts as accepted and not yet established, with a
- * QP.  Counts the requests A accepted and those it refused as BUSY.
+ * name of its own there (or all claiming *claim), and completes none: its
+ * ids have no QP, so librdmacm leaves each answer (REP) to R, which never
+ * confirms it.  A holds each one it accepts as accepted and not yet
+ * established, with a QP.  Counts the requests A accepted and those it
+ * refused as BUSY.
  */
 static void rogue_flood(const char *host, const struct sockaddr *a,
-			int *accepted, int *busy)
+			const struct ibf_name *claim, int *accepted, int *busy)
 {
 	static struct rdma_cm_id *ids[FLOOD];
 	struct sockaddr_in sin = { .sin_family = AF_INET };
@@ -273,6 +285,9 @@ static void rogue_flood(const char *host, const struct sockaddr *a,
 			sin.sin_port = htons(51000 + i);
 			ibf_name_from_sockaddr(&d.name, (struct sockaddr *)&sin,
 					       sizeof(sin));
+			ibf_name_set_key(&d.name, ROGUE_KEY + (uint64_t)i);
+			if (claim)
+				d.name = *claim;
 			cp.private_data = &d;
 			cp.private_data_len = sizeof(d);
 			cp.responder_resources = cp.initiator_depth = 1;
@@ -316,6 +331,202 @@ static void hdr_init(struct ibf_rdm_hdr *h, uint8_t type, uint32_t conn,
 	h->conn = conn;
 	h->tag = tag;
 	h->flags = IBF_RDM_F_TAGGED;
+}
+
+/* R sends A an eager tagged message (tag) on its own connection. */
+static int rogue_eager(struct rogue *g, uint64_t tag, const char *text)
+{
+	uint8_t msg[sizeof(struct ibf_rdm_hdr) + 16] = { 0 };
+
+	hdr_init((void *)msg, IBF_RDM_EAGER, g->mine, tag);
+	snprintf((char *)msg + sizeof(struct ibf_rdm_hdr), 16, "%s", text);
+	if (rogue_send(g, msg, sizeof(msg)))
+		return -1;
+	rogue_drain(g);
+	return 0;
+}
+
+/*
+ * R claims the name of a peer C that A has in its AV but has not talked
+ * to yet (no live connection to refuse R with): its address and port,
+ * from C's host, with no key or with R's (it does not know C's).  A may
+ * refuse R; if it takes R, R must not be C: its message does not take
+ * A's receive directed at C, and A's send to C reaches C.
+ */
+static void claim_idle_peer(struct node *a, uint64_t key, const char *name)
+{
+	struct node *c = node_open(1, FI_TAGGED | FI_DIRECTED_RECV, 0);
+	uint8_t r[64] = "", rc[64] = "", m[64] = "from A", mc[64] = "from C";
+	fi_addr_t to_c = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
+	struct rogue g = { 0 };
+	struct comp cp;
+	char check[96];
+	int ok, in;
+
+	if (!c || fi_av_insert(a->av, c->name, 1, &to_c, 0, NULL) != 1 ||
+	    fi_av_insert(c->av, a->name, 1, &to_a, 0, NULL) != 1) {
+		IBFT_CHECK(0, name, "C could not be set up");
+		goto out;
+	}
+	in = !rogue_connect_key(&g, ibft_opts.dst, ibft_opts.dst,
+				ntohs(((struct sockaddr_in *)c->name)->sin_port),
+				key, (struct sockaddr *)a->name);
+	ok = !fi_trecv(a->ep, r, sizeof(r), NULL, to_c, 20, 0, r) &&
+	     (!in || !rogue_eager(&g, 20, "from R"));
+	snprintf(check, sizeof(check), "%s-directed", name);
+	IBFT_CHECK(ok && !has_comp(a, r, 1000, &cp), check, "R, claiming C's "
+		   "name, took A's receive directed at C (got \"%s\")", (char *)r);
+	ok = !fi_trecv(c->ep, rc, sizeof(rc), NULL, FI_ADDR_UNSPEC, 21, 0, rc) &&
+	     !POST(fi_tsend(a->ep, m, sizeof(m), NULL, to_c, 21, m)) &&
+	     has_comp(c, rc, 5000, &cp) && !cp.err && !strcmp((char *)rc, "from A");
+	snprintf(check, sizeof(check), "%s-send", name);
+	IBFT_CHECK(ok, check, "A's send to C did not reach C after R claimed "
+		   "C's name");
+	ok = !POST(fi_tsend(c->ep, mc, sizeof(mc), NULL, to_a, 20, mc)) &&
+	     has_comp(a, r, 5000, &cp) && !cp.err && !strcmp((char *)r, "from C");
+	snprintf(check, sizeof(check), "%s-unharmed", name);
+	IBFT_CHECK(ok, check, "C's message did not take A's receive directed "
+		   "at C (got \"%s\")", (char *)r);
+	if (!ok)
+		fi_cancel(&a->ep->fid, r);
+out:
+	rogue_close(&g);
+	node_close(c);
+}
+
+/*
+ * R claims A's own name (address and port, from A's host, with no key or
+ * R's): it is not A, so if A takes it, its message does not take a
+ * receive A directed at itself.
+ */
+static void claim_self(struct node *a, uint64_t key, const char *name)
+{
+	uint8_t r[64] = "", m[64] = "from A";
+	struct rogue g = { 0 };
+	struct comp cp;
+	char check[96];
+	int ok, in;
+
+	in = !rogue_connect_key(&g, ibft_opts.src, ibft_opts.src,
+				ntohs(((struct sockaddr_in *)a->name)->sin_port),
+				key, (struct sockaddr *)a->name);
+	ok = !fi_trecv(a->ep, r, sizeof(r), NULL, a->peer[0], 22, 0, r) &&
+	     (!in || !rogue_eager(&g, 22, "from R"));
+	IBFT_CHECK(ok && !has_comp(a, r, 1000, &cp), name, "R, claiming A's "
+		   "own name, took A's receive directed at itself (got \"%s\")",
+		   (char *)r);
+	/* A's own message to itself takes it. */
+	ok = !POST(fi_tsend(a->ep, m, sizeof(m), NULL, a->peer[0], 22, m)) &&
+	     has_comp(a, r, 5000, &cp) && !cp.err && !strcmp((char *)r, "from A");
+	snprintf(check, sizeof(check), "%s-unharmed", name);
+	IBFT_CHECK(ok, check, "A's message to itself did not take its receive "
+		   "(got \"%s\")", (char *)r);
+	if (!ok)
+		fi_cancel(&a->ep->fid, r);
+	rogue_close(&g);
+}
+
+/*
+ * R, knowing A's name (as any peer A gave it to does), sends FLOOD
+ * requests from A's host claiming to be A itself, completes none, and
+ * goes.  A takes at most one such request (a connection to itself has one
+ * accepting half), and once R has gone a new peer gets in at once: no
+ * record of R's stays counted as accepting.
+ */
+static void self_claim_flood(struct node *a)
+{
+	struct ibf_name me;
+	struct node *n;
+	uint8_t r[64] = "", m[64] = "new peer";
+	fi_addr_t to_a;
+	struct comp c;
+	int accepted, busy, ok;
+
+	memcpy(&me, a->name, sizeof(me));
+	rogue_flood(ibft_opts.src, (struct sockaddr *)a->name, &me, &accepted, &busy);
+	IBFT_CHECK(accepted <= 1 && busy > 0, "hostile-self-claim-"
+		   "flood", "of %d requests naming A itself, A accepted %d and "
+		   "refused %d as busy (at most one may be taken)", FLOOD,
+		   accepted, busy);
+	n = node_open(1, FI_TAGGED | FI_DIRECTED_RECV, 0);
+	ok = n && fi_av_insert(n->av, a->name, 1, &to_a, 0, NULL) == 1 &&
+	     !fi_trecv(a->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 15, 0, r) &&
+	     !POST(fi_tsend(n->ep, m, sizeof(m), NULL, to_a, 15, m)) &&
+	     has_comp(a, r, WAIT_MS, &c) && !c.err && has_comp(n, m, WAIT_MS, &c) &&
+	     !c.err;
+	IBFT_CHECK(ok, "hostile-self-claim-flood-over-new-peer-served", "a new "
+		   "peer could not reach A after requests naming A itself");
+	node_close(n);
+}
+
+/*
+ * R sends an FI_RMA_EVENT endpoint E write notices (WDATA) with no write
+ * before them: five naming a region E registered for remote reads only,
+ * whose counter is bound FI_REMOTE_WRITE, and one with remote CQ data
+ * (0xdeadbeef) claiming a write of 4 GiB - 1 bytes.  E counts nothing
+ * and reports no CQ data: they come only with a real write.
+ */
+static void forged_rma_notices(void)
+{
+	static uint8_t ro[4096] __attribute__((aligned(64)));
+	uint8_t msg[sizeof(struct ibf_rdm_hdr) + sizeof(struct ibf_rdm_rma_note)];
+	struct ibf_rdm_rma_note *note = (void *)(msg + sizeof(struct ibf_rdm_hdr));
+	struct fi_cntr_attr cattr = { .events = FI_CNTR_EVENTS_COMP };
+	struct fid_cntr *c = NULL, *mc = NULL;
+	const uint64_t f = FI_REMOTE_WRITE;
+	struct fid_mr *mr = NULL;
+	struct rogue g = { 0 };
+	struct node *e;
+	struct comp cp;
+	uint64_t key;
+	int i, ok;
+
+	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+		       FI_MR_LOCAL | FI_MR_ENDPOINT;
+	e = node_open(0, FI_TAGGED | FI_RMA | FI_RMA_EVENT, 0);
+	want_mr_mode = 0;
+	ok = e && !fi_cntr_open(e->domain, &cattr, &c, NULL) &&
+	     !fi_cntr_open(e->domain, &cattr, &mc, NULL) &&
+	     !node_ep_open_bind(e, 0, &c, &f, 1) &&
+	     !node_mr_reg(e, ro, sizeof(ro), FI_REMOTE_READ, &mr) &&
+	     !fi_mr_bind(mr, &mc->fid, FI_REMOTE_WRITE) &&
+	     !rogue_connect(&g, ibft_opts.dst, ibft_opts.dst, 50125,
+			    (struct sockaddr *)e->name);
+	if (!IBFT_CHECK(ok, "hostile-forged-rma-setup", "E, its counters, its "
+			"region or R's connection to it"))
+		goto out;
+	key = fi_mr_key(mr);
+	for (i = 0; ok && i < 6; i++) {
+		hdr_init((void *)msg, IBF_RDM_WDATA, g.mine, (uint64_t)(i + 1) << 32 | key);
+		((struct ibf_rdm_hdr *)msg)->flags = i == 5 ? IBF_RDM_F_DATA : 0;
+		((struct ibf_rdm_hdr *)msg)->data = 0xdeadbeef;
+		note->addr = (uintptr_t)ro;
+		note->len = i == 5 ? 0xffffffffu : 64;
+		ok = !rogue_send(&g, msg, sizeof(msg));
+	}
+	rogue_drain(&g);
+	ok = ok && !has_comp(e, NULL, 1000, &cp);
+	IBFT_CHECK(ok, "hostile-forged-cq-data", "E reported remote CQ data "
+		   "%#llx of a %zu-byte write that never came",
+		   (unsigned long long)cp.e.data, cp.e.len);
+	IBFT_CHECK(fi_cntr_read(c) == 0 && fi_cntr_read(mc) == 0,
+		   "hostile-forged-rma-events", "write notices with no write "
+		   "counted: the endpoint's FI_REMOTE_WRITE counter %llu, the "
+		   "read-only region's %llu", (unsigned long long)fi_cntr_read(c),
+		   (unsigned long long)fi_cntr_read(mc));
+out:
+	rogue_close(&g);
+	if (e && e->ep) {
+		fi_close(&e->ep->fid);
+		e->ep = NULL;
+	}
+	if (mr)
+		fi_close(&mr->fid);
+	if (c)
+		fi_close(&c->fid);
+	if (mc)
+		fi_close(&mc->fid);
+	node_close(e);
 }
 
 int main(int argc, char **argv)
@@ -427,22 +638,26 @@ int main(int argc, char **argv)
 	rogue_close(&g);
 	IBFT_CHECK(ok, "hostile-claims-other-host", "A took a connection from "
 		   "%s claiming to be %s:50124", ibft_opts.dst, ibft_opts.src);
-	/* R claims B's very name, from B's host, while B is connected. */
-	ok = rogue_connect(&g, ibft_opts.dst, ibft_opts.dst,
-			   ntohs(((struct sockaddr_in *)ns[1]->name)->sin_port),
-			   (struct sockaddr *)ns[0]->name) != 0;
+	/* R claims B's address and port, from B's host, while B is
+	 * connected: without B's key it is another peer, and B's traffic
+	 * stays B's. */
+	rogue_connect(&g, ibft_opts.dst, ibft_opts.dst,
+		      ntohs(((struct sockaddr_in *)ns[1]->name)->sin_port),
+		      (struct sockaddr *)ns[0]->name);
 	rogue_close(&g);
-	IBFT_CHECK(ok, "hostile-claims-live-peer", "A took a connection from R "
-		   "claiming B's name while B was connected");
 	ok = !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 12, 0, r) &&
 	     !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 12, m)) &&
 	     has_comp(ns[1], r, WAIT_MS, &c) && !c.err && !memcmp(r, m, sizeof(m));
 	IBFT_CHECK(ok, "hostile-live-peer-unharmed", "A's message to B did not "
 		   "reach B after R claimed B's name");
+	claim_idle_peer(ns[0], 0, "hostile-claims-idle-peer-nokey");
+	claim_idle_peer(ns[0], ROGUE_KEY, "hostile-claims-idle-peer");
+	claim_self(ns[0], 0, "hostile-claims-self-nokey");
+	claim_self(ns[0], ROGUE_KEY, "hostile-claims-self");
 	{
 		int accepted, busy;
 
-		rogue_flood(ibft_opts.dst, (struct sockaddr *)ns[0]->name,
+		rogue_flood(ibft_opts.dst, (struct sockaddr *)ns[0]->name, NULL,
 			    &accepted, &busy);
 		IBFT_CHECK(accepted > 0 && accepted <= 256 && busy > 0 &&
 			   accepted + busy == FLOOD, "hostile-request-flood",
@@ -462,6 +677,8 @@ int main(int argc, char **argv)
 		IBFT_CHECK(ok, "hostile-flood-over-new-peer-served", "a new peer "
 			   "could not reach A after the flood");
 	}
+	self_claim_flood(ns[0]);
+	forged_rma_notices();
 	IBFT_CHECK(rogue_tiebreak_liar(ns[0], ibft_opts.dst, 30000),
 		   "hostile-tiebreak-liar", "A's send to a peer that refused it as "
 		   "the winner of a simultaneous connect, and never connected, did "

@@ -250,9 +250,12 @@ extern struct fi_ops_mr ibf_mr_ops;
 int ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 		       size_t len, int ibv_access);
 void ibf_mr_target_release(struct ibf_domain *dom);
-/* A peer wrote (read 0) or read (1) the region of dom keyed key: its
- * bound counter counts (FI_RMA_EVENT).  A key of no region: nothing. */
-void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, int read);
+/* A peer wrote (read 0) or read (1) [addr, addr + len) of the region of
+ * dom keyed key: its bound counter counts (FI_RMA_EVENT), if the key
+ * names a region that grants that over the whole range; else nothing (a
+ * warning). */
+void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, uint64_t addr,
+			 uint64_t len, int read);
 int ibf_mr_access_to_ibv(uint64_t access);
 
 /*

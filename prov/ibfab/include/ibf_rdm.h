@@ -77,9 +77,22 @@ int ibf_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
 int ibf_av_name(struct ibf_av *av, fi_addr_t addr, struct ibf_name *name);
 /* The fi_addr of a name, or FI_ADDR_NOTAVAIL. */
 fi_addr_t ibf_av_find(struct ibf_av *av, const struct ibf_name *name);
-/* Canonical name of a sockaddr (port and address only); 0 or -FI_EINVAL. */
+/* Canonical name of a sockaddr (address, port and key); 0 or -FI_EINVAL. */
 int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
 			   size_t len);
+/*
+ * Names carry a random key in the sockaddr bytes the kernel ignores
+ * (sin_zero for IPv4: 64 bits; sin6_flowinfo for IPv6: 32 bits), so that
+ * nobody who was not given an endpoint's name can pass for it.  0: a plain
+ * address (no key).
+ */
+uint64_t ibf_name_key(const struct ibf_name *name);
+void ibf_name_set_key(struct ibf_name *name, uint64_t key);
+/* The sockaddr for the kernel (rdma_cm): the key cleared. */
+void ibf_name_sockaddr(const struct ibf_name *name, struct sockaddr_storage *ss);
+/* have is the endpoint want names: the same name, or want is a plain
+ * address (no key) and have is the endpoint at that address. */
+int ibf_name_matches(const struct ibf_name *want, const struct ibf_name *have);
 
 /* What a counter bound to an RDM endpoint counts (fi_ep_bind flags). */
 enum ibf_rdm_cntr_kind {
@@ -152,6 +165,10 @@ struct ibf_rdm_ep {
 	uint32_t by_name_mask;
 	size_t npeers;
 	struct ibf_rdm_grave *graves;	/* dead ids not destroyed yet (cm_lock) */
+	/* The accepting half of a connection to ourselves, and its record's
+	 * use (gen) then: at most one alive (cm_lock). */
+	struct ibf_rdm_conn *self_conn;
+	uint32_t self_gen;
 	int wake_fd;		/* eventfd: graves to destroy */
 	int drains_out;		/* atomic: graves' drains posted, not seen */
 	uint32_t sq_depth;
@@ -163,7 +180,8 @@ struct ibf_rdm_ep {
 	uint32_t ntx, nrx, nbounce;
 	uint8_t *mem;
 	struct ibv_mr *mem_mr;
-	size_t slot;		/* header + eager payload */
+	size_t slot;		/* header + eager payload + note */
+	size_t note_off;	/* where an RMA notice's note sits in a slot */
 	struct ibf_rdm_op *tx_free, *rx_free;
 	uint64_t dropped;	/* arrivals that did not fit: never acted on */
 	/* Bounces: nbounce in the SRQ; spares replace those holding messages. */

@@ -115,6 +115,17 @@ struct ibf_rdm_conn {
 	struct ibf_rdm_conn *name_next;	/* in ep->by_name (cm_lock) */
 	uint32_t ngraves;	/* its ids not destroyed yet (cm_lock) */
 	uint32_t gen;		/* uses of the record: part of peer_key */
+	/*
+	 * The protocol's (ep->lock): the sequence of our last write with a
+	 * notice on this connection, and the peer's last such write seen
+	 * here (its QP, sequence, length), which its notice must match.
+	 */
+	uint32_t wimm_sent;
+	struct {
+		uint32_t qp_num, seq;
+		uint64_t len;
+		int valid;
+	} wimm_seen;
 	int reclaimed;		/* in ep->conn_free, for the next peer */
 	int reclaim_mark;	/* ibf_rdm_conns_reclaim's */
 };
@@ -228,6 +239,11 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 				      const struct ibf_name *name, int self);
 struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
 				       const struct ibf_name *name);
+/* The record a request from the keyed name belongs to: its own, or one
+ * the application made for the plain address it is at (which learns the
+ * key); NULL if none. */
+struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep *ep,
+					const struct ibf_name *name);
 /* conn's QP on id, made its current one (arrivals on it are conn's). */
 int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id);
 void ibf_rdm_qp_map_free(struct ibf_rdm_ep *ep);

@@ -95,9 +95,17 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
 
 /* One completion of an RMA op (it completes after its last). */
 void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc);
-/* A WDATA arrived in bounce b: a remote CQ data completion. */
-void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
-/* An FI_RMA_EVENT notice in bounce b: count it (kind: the counter). */
+/* A peer's RDMA WRITE WITH IMMEDIATE (bounce b, empty) landed: its
+ * notice is due next on the same QP. */
+void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			  const struct ibv_wc *wc);
+/* A WDATA arrived in bounce b: a remote CQ data completion, if the write
+ * it tells of came just before it. */
+void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+		      const struct ibv_wc *wc);
+/* An FI_RMA_EVENT notice in bounce b (its note checked for length):
+ * count it (kind: the counter).  b->op.len: the verified length of a
+ * write; a read's is the note's. */
 void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			     int kind);
 /* Receive ops were freed: report the WDATAs that waited for one. */

@@ -6,11 +6,17 @@
  *   RTS    a larger message: where to read it (struct ibf_rdm_rts)
  *   FIN    the receiver has read it (struct ibf_rdm_fin)
  *   PING   nothing: is the peer still there? (its completion says)
- *   WDATA  nothing: the RDMA WRITE just before it on this QP is done, with
- *          remote CQ data in data (flag DATA) or for FI_RMA_EVENT alone;
- *          tag: the write's length << 32 | its key, reported only
- *   RDONE  nothing: an RDMA READ just before it on this QP was served
- *          (FI_RMA_EVENT); tag as for WDATA
+ *   WDATA  struct ibf_rdm_rma_note: the RDMA WRITE WITH IMMEDIATE just
+ *          before it on this QP (immediate: a sequence number) is done,
+ *          with remote CQ data in data (flag DATA) or for FI_RMA_EVENT
+ *          alone; tag: sequence << 32 | the write's key.  The target
+ *          takes it only right after that write (same QP, same
+ *          sequence, same length), so no CQ data or event comes without
+ *          one
+ *   RDONE  struct ibf_rdm_rma_note: an RDMA READ just before it on this
+ *          QP was served (FI_RMA_EVENT); tag: the read's key.  A read
+ *          leaves no trace at the target, so this one is taken on the
+ *          peer's word, within the rights and range of the key it names
  *   ATOMIC  an atomic on the receiver's memory (struct ibf_atomic_req, then
  *          count operands, then count compare values)
  *   ATOMIC_RESP  its answer (the same struct, status set, then the old
@@ -66,6 +72,11 @@ struct ibf_rdm_rts {
 	uint32_t cookie;	/* the sender's op, echoed in the FIN */
 	uint32_t nseg;
 	struct ibf_rdm_seg seg[IBF_RDM_IOV];
+};
+/* Behind a WDATA or RDONE header: where the RMA went. */
+struct ibf_rdm_rma_note {
+	uint64_t addr;
+	uint64_t len;
 };
 struct ibf_rdm_fin {
 	uint32_t cookie;

@@ -31,6 +31,62 @@
 
 #include "ibf_rdm.h"
 
+/*
+ * An endpoint's name is its sockaddr with a random key where the
+ * sockaddr has room the kernel ignores: AF_INET's sin_zero (64 bits),
+ * AF_INET6's sin6_flowinfo (32 bits).  A name without a key (0) is a
+ * plain address, as getaddrinfo gives: it names whatever endpoint listens
+ * there.
+ */
+uint64_t ibf_name_key(const struct ibf_name *name)
+{
+	const struct sockaddr *sa = (const void *)name->bytes;
+	uint64_t key = 0;
+	uint32_t k6;
+
+	if (sa->sa_family == AF_INET) {
+		memcpy(&key, ((const struct sockaddr_in *)sa)->sin_zero, sizeof(key));
+	} else if (sa->sa_family == AF_INET6) {
+		k6 = ((const struct sockaddr_in6 *)sa)->sin6_flowinfo;
+		key = k6;
+	}
+	return key;
+}
+
+void ibf_name_set_key(struct ibf_name *name, uint64_t key)
+{
+	struct sockaddr *sa = (void *)name->bytes;
+
+	if (sa->sa_family == AF_INET)
+		memcpy(((struct sockaddr_in *)sa)->sin_zero, &key, sizeof(key));
+	else if (sa->sa_family == AF_INET6)
+		((struct sockaddr_in6 *)sa)->sin6_flowinfo = (uint32_t)key;
+}
+
+/* The name as the kernel takes it: the key cleared. */
+void ibf_name_sockaddr(const struct ibf_name *name, struct sockaddr_storage *ss)
+{
+	struct ibf_name plain = *name;
+
+	ibf_name_set_key(&plain, 0);
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, plain.bytes, sizeof(plain.bytes));
+}
+
+int ibf_name_matches(const struct ibf_name *want, const struct ibf_name *have)
+{
+	struct ibf_name a, b;
+
+	if (!memcmp(want, have, sizeof(*want)))
+		return 1;
+	if (ibf_name_key(want))
+		return 0;
+	a = *want;
+	b = *have;
+	ibf_name_set_key(&b, 0);
+	return !memcmp(&a, &b, sizeof(a));
+}
+
 int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
 			   size_t len)
 {
@@ -44,6 +100,7 @@ int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
 		out->sin_family = AF_INET;
 		out->sin_port = in->sin_port;
 		out->sin_addr = in->sin_addr;
+		memcpy(out->sin_zero, in->sin_zero, sizeof(out->sin_zero));
 	} else if (sa->sa_family == AF_INET6 &&
 		   len >= sizeof(struct sockaddr_in6)) {
 		const struct sockaddr_in6 *in6 = (const void *)sa;
@@ -53,6 +110,7 @@ int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
 		out->sin6_port = in6->sin6_port;
 		out->sin6_addr = in6->sin6_addr;
 		out->sin6_scope_id = in6->sin6_scope_id;
+		out->sin6_flowinfo = in6->sin6_flowinfo;
 	} else {
 		return -FI_EINVAL;
 	}
@@ -274,6 +332,11 @@ fi_addr_t ibf_av_find(struct ibf_av *av, const struct ibf_name *name)
 			break;
 		}
 	}
+	/* Else an entry the application inserted as a plain address. */
+	for (i = 0; found == FI_ADDR_NOTAVAIL && i < av->count; i++)
+		if (av->used[i] && !ibf_name_key(&av->names[i]) &&
+		    ibf_name_matches(&av->names[i], name))
+			found = i;
 	pthread_mutex_unlock(&av->lock);
 	return found;
 }

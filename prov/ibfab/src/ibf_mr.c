@@ -102,15 +102,24 @@ void ibf_mr_target_release(struct ibf_domain *dom)
 	pthread_mutex_unlock(&dom->mr_lock);
 }
 
-void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, int read)
+void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, uint64_t addr,
+			 uint64_t len, int read)
 {
 	struct ibf_mr *mr;
 
-	pthread_mutex_lock(&dom->mr_lock);
+	if (ibf_mr_target_hold(dom, key, addr, len, read ? IBV_ACCESS_REMOTE_READ :
+			       IBV_ACCESS_REMOTE_WRITE)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_MR, "a peer told of a remote "
+			       "%s of %llu bytes at %#llx, key %#llx, that the "
+			       "key does not grant: not counted\n",
+			       read ? "read" : "write", (unsigned long long)len,
+			       (unsigned long long)addr, (unsigned long long)key);
+		return;
+	}
 	mr = ibf_mr_by_key(dom, key);
-	if (mr && mr->cntr[read])
+	if (mr->cntr[read])
 		ibf_cntr_count(mr->cntr[read], 0);
-	pthread_mutex_unlock(&dom->mr_lock);
+	ibf_mr_target_release(dom);
 }
 
 /* ---- counters bound to regions (FI_RMA_EVENT) ---- */

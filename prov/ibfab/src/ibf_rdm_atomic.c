@@ -122,7 +122,9 @@ void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	if (!req->status) {
 		ep->stats.atomics_applied++;
 		if (ep->rma_event)
-			ibf_mr_remote_event(ep->domain, req->key,
+			ibf_mr_remote_event(ep->domain, req->key, req->addr,
+					    (uint64_t)req->count *
+					    ibf_atomic_size((enum fi_datatype)req->datatype),
 					    req->op == FI_ATOMIC_READ);
 		if (ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE] && req->op != FI_ATOMIC_READ)
 			ibf_cntr_count(ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE], 0);

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "ibf_rdm.h"
@@ -170,17 +171,17 @@ static int ibf_rdm_timers_due(struct ibf_rdm_ep *ep)
 static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_ep *ep = conn->ep;
-	struct sockaddr_storage src;
+	struct sockaddr_storage src, dst;
 	struct rdma_cm_id *id;
 	int ret;
 
 	if (rdma_create_id(ep->channel, &id, conn, RDMA_PS_TCP))
 		return ibf_errno_to_fi(errno);
-	memcpy(&src, &ep->name, sizeof(ep->name));
+	ibf_name_sockaddr(&ep->name, &src);
 	ibf_addr_set_port((struct sockaddr *)&src, 0);
+	ibf_name_sockaddr(&conn->name, &dst);
 	if (rdma_resolve_addr(id, (struct sockaddr *)&src,
-			      (struct sockaddr *)&conn->name,
-			      ibf_params.cm_timeout_ms)) {
+			      (struct sockaddr *)&dst, ibf_params.cm_timeout_ms)) {
 		ret = ibf_errno_to_fi(errno);
 		rdma_destroy_id(id);
 		return ret;
@@ -271,6 +272,16 @@ void ibf_rdm_probe(struct ibf_rdm_conn *conn)
 		__atomic_store_n(&op->state, IBF_RDM_FREE, __ATOMIC_RELEASE);
 }
 
+/* Whether the endpoint has an accepting half of a connection to itself
+ * that is alive: there is never more than one. */
+static int ibf_rdm_self_alive(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_conn *c = ep->self_conn;
+
+	return c && c->self && c->gen == ep->self_gen &&
+	       (c->state == IBF_CONN_ACCEPTING || c->state == IBF_CONN_CONNECTED);
+}
+
 static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 {
 	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
@@ -299,8 +310,28 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 		ibf_rdm_bury(ep, id, NULL);
 		return;
 	}
+	/* A name without a key is nobody's: ibfab's names all have one. */
+	if (!ibf_name_key(&d->name)) {
+		char from[64];
+
+		IBF_WARN(FI_LOG_EP_CTRL, "a connection request from %s names no "
+			 "endpoint (its name has no key): rejected\n",
+			 ibf_addr_str(rdma_get_peer_addr(id), from, sizeof(from)));
+		ibf_rdm_reject(id, 0);
+		ibf_rdm_bury(ep, id, NULL);
+		return;
+	}
 	self = !memcmp(&d->name, &ep->name, sizeof(ep->name));
-	conn = self ? NULL : ibf_rdm_conn_find(ep, &d->name);
+	if (self && ibf_rdm_self_alive(ep)) {
+		/* Our own connect has one already: a second is someone
+		 * else's, who knows our name. */
+		IBF_WARN(FI_LOG_EP_CTRL, "a second connection request naming "
+			 "this endpoint itself: refused (BUSY)\n");
+		ibf_rdm_reject(id, IBF_RDM_CM_BUSY);
+		ibf_rdm_bury(ep, id, NULL);
+		return;
+	}
+	conn = self ? NULL : ibf_rdm_conn_claim(ep, &d->name);
 	if (ep->nstate[IBF_CONN_ACCEPTING] >= IBF_RDM_MAX_ACCEPTING &&
 	    (!conn || conn->state != IBF_CONN_CONNECTING)) {
 		char from[64];
@@ -314,8 +345,13 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 		ibf_rdm_bury(ep, id, NULL);
 		return;
 	}
-	if (!conn)
+	if (!conn) {
 		conn = ibf_rdm_conn_new(ep, &d->name, self);
+		if (conn && self) {
+			ep->self_conn = conn;
+			ep->self_gen = conn->gen;
+		}
+	}
 	if (!conn) {
 		ibf_rdm_reject(id, 0);
 		ibf_rdm_bury(ep, id, NULL);
@@ -367,6 +403,20 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 			ibf_rdm_conn_fail(conn, -FI_EOTHER);
 			return;
 		}
+		/* The endpoint listening there must be the one we name (an
+		 * endpoint that took over the port of a dead one is not). */
+		if (!ibf_name_key(&d->name) || !ibf_name_matches(&conn->name, &d->name)) {
+			char buf[64];
+
+			IBF_WARN(FI_LOG_EP_CTRL, "the endpoint listening at %s is "
+				 "not the one the AV names (another key): it "
+				 "restarted, or it is not that peer\n",
+				 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)));
+			ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
+			return;
+		}
+		if (!ibf_name_key(&conn->name))	/* named by address: now known */
+			ibf_name_set_key(&conn->name, ibf_name_key(&d->name));
 		conn->remote = d->conn;
 	}
 	ibf_qp_set_rnr_timer(conn->id->qp);
@@ -452,6 +502,33 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	}
 }
 
+/*
+ * An event on the accepting half of a connection to ourselves: it comes
+ * up, or any end of it (a disconnect, a requester that never completed
+ * or went away) ends the record, so that it stops counting as accepting.
+ */
+static void ibf_rdm_self_event(struct ibf_rdm_conn *conn, struct rdma_cm_event *ev)
+{
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ESTABLISHED:
+		conn->established = 1;
+		ibf_rdm_conn_state(conn, IBF_CONN_CONNECTED);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		rdma_disconnect(ev->id);
+		ibf_rdm_conn_fail(conn, -FI_ECONNABORTED);
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
+		break;
+	default:
+		break;
+	}
+}
+
 static void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 {
 	struct ibf_rdm_conn *conn;
@@ -466,13 +543,7 @@ static void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 	if (!conn || ev->id == ep->listen_id)
 		return;		/* a buried id, the listener */
 	if (conn->self) {
-		/* The accepting half of a connection to ourselves. */
-		if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
-			conn->established = 1;
-			ibf_rdm_conn_state(conn, IBF_CONN_CONNECTED);
-		}
-		else if (ev->event == RDMA_CM_EVENT_DISCONNECTED)
-			ibf_rdm_conn_fail(conn, -FI_ECONNABORTED);
+		ibf_rdm_self_event(conn, ev);
 		return;
 	}
 	ibf_rdm_conn_event(ep, conn, ev);
@@ -521,6 +592,30 @@ static void *ibf_rdm_cm_thread(void *arg)
 
 /* ---- life cycle ---- */
 
+/*
+ * The endpoint's name: where it listens, and a random key nobody who was
+ * not given the name can guess (ibf_name_key), so no other process can
+ * pass for it.
+ */
+static int ibf_rdm_name_make(struct ibf_rdm_ep *ep)
+{
+	uint64_t key = 0;
+	int ret;
+
+	ret = ibf_name_from_sockaddr(&ep->name, rdma_get_local_addr(ep->listen_id),
+				     ep->namelen);
+	if (ret)
+		return ret;
+	while (!(uint32_t)key || !(key >> 32)) {
+		if (getrandom(&key, sizeof(key), 0) != sizeof(key)) {
+			IBF_WARN(FI_LOG_EP_CTRL, "getrandom: %s\n", strerror(errno));
+			return ibf_errno_to_fi(errno);
+		}
+	}
+	ibf_name_set_key(&ep->name, key);
+	return 0;
+}
+
 int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
 {
 	struct ibv_port_attr port;
@@ -535,6 +630,10 @@ int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	}
 	memset(&src, 0, sizeof(src));
 	memcpy(&src, info->src_addr, info->src_addrlen);
+	if (src.ss_family == AF_INET)	/* a key in src_addr is not the kernel's */
+		memset(((struct sockaddr_in *)&src)->sin_zero, 0, 8);
+	else if (src.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&src)->sin6_flowinfo = 0;
 	ep->channel = rdma_create_event_channel();
 	if (!ep->channel)
 		return ibf_errno_to_fi(errno);
@@ -562,9 +661,7 @@ int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	    port.max_msg_sz)
 		ep->max_read = IBF_MIN(port.max_msg_sz, 1u << 30);
 	ep->namelen = ibf_addr_len(rdma_get_local_addr(ep->listen_id));
-	return ibf_name_from_sockaddr(&ep->name,
-				      rdma_get_local_addr(ep->listen_id),
-				      ep->namelen);
+	return ibf_rdm_name_make(ep);
 }
 
 int ibf_rdm_cm_start(struct ibf_rdm_ep *ep)

@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,13 +193,17 @@ fi_addr_t ibf_rdm_conn_addr(struct ibf_rdm_conn *conn)
 	return conn->fi_addr;
 }
 
+/* By address and port, the key aside: a plain address and the keyed name
+ * of the endpoint there share a bucket. */
 static uint32_t ibf_name_hash(const struct ibf_name *name)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
+	struct ibf_name plain = *name;
 	size_t i;
 
-	for (i = 0; i < sizeof(name->bytes); i++)
-		h = (h ^ name->bytes[i]) * 0x100000001b3ull;
+	ibf_name_set_key(&plain, 0);
+	for (i = 0; i < sizeof(plain.bytes); i++)
+		h = (h ^ plain.bytes[i]) * 0x100000001b3ull;
 	return (uint32_t)(h ^ (h >> 32));
 }
 
@@ -292,13 +297,15 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 	conn->fi_addr = FI_ADDR_NOTAVAIL;
 	conn->self = self;
 	conn->remote = 0;
+	conn->wimm_sent = 0;
+	memset(&conn->wimm_seen, 0, sizeof(conn->wimm_seen));
 	/*
 	 * Key 1: our own name (both halves of a connection to ourselves);
 	 * others by record and use of the record, so that a reused record
 	 * never matches what was meant for its previous peer.
 	 */
 	conn->gen++;
-	conn->peer_key = !memcmp(name, &ep->name, sizeof(*name)) ? 1 :
+	conn->peer_key = ibf_name_matches(name, &ep->name) ? 1 :
 			 ((uint64_t)conn->gen << 32 | conn->index) + 2;
 	__atomic_store_n(&conn->credits, (int)ep->sq_depth, __ATOMIC_RELAXED);
 	if (!self && ibf_rdm_name_add(ep, conn)) {
@@ -382,9 +389,27 @@ void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, int state)
 	__atomic_store_n(&conn->state, state, __ATOMIC_RELEASE);
 }
 
-/* cm_lock held.  The sending connection to name, if there is one. */
+/* cm_lock held.  The sending connection to name, if there is one: the
+ * same name, else (name a plain address) the endpoint's at that address. */
 struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
 				       const struct ibf_name *name)
+{
+	struct ibf_rdm_conn *conn, *first;
+
+	if (!ep->by_name)
+		return NULL;
+	first = ep->by_name[ibf_name_hash(name) & ep->by_name_mask];
+	for (conn = first; conn; conn = conn->name_next)
+		if (!memcmp(&conn->name, name, sizeof(*name)))
+			return conn;
+	for (conn = first; conn && !ibf_name_key(name); conn = conn->name_next)
+		if (ibf_name_matches(name, &conn->name))
+			return conn;
+	return NULL;
+}
+
+struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep *ep,
+					const struct ibf_name *name)
 {
 	struct ibf_rdm_conn *conn;
 
@@ -394,6 +419,15 @@ struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
 	for (; conn; conn = conn->name_next)
 		if (!memcmp(&conn->name, name, sizeof(*name)))
 			return conn;
+	conn = ep->by_name[ibf_name_hash(name) & ep->by_name_mask];
+	for (; conn; conn = conn->name_next) {
+		if (!ibf_name_key(&conn->name) && ibf_name_matches(&conn->name, name)) {
+			/* The application named it by address: this is the
+			 * endpoint there (the bucket does not change). */
+			ibf_name_set_key(&conn->name, ibf_name_key(name));
+			return conn;
+		}
+	}
 	return NULL;
 }
 
@@ -520,7 +554,12 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
 	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
-	struct ibv_sge hsge = { (uintptr_t)op->mem, IBF_RDM_HDR, op->mem_lkey };
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibv_sge hsge[2] = {
+		{ (uintptr_t)op->mem, IBF_RDM_HDR, op->mem_lkey },
+		{ (uintptr_t)op->mem + ep->note_off, sizeof(struct ibf_rdm_rma_note),
+		  op->mem_lkey },
+	};
 	struct ibv_send_wr wr[2] = { { 0 } }, *bad;
 	int n = op->rma_notify ? 2 : 1, ret, i;
 
@@ -545,14 +584,26 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	wr[0].wr.rdma.remote_addr = op->rma_addr;
 	wr[0].wr.rdma.rkey = op->rma_key;
 	if (n == 2) {
-		((struct ibf_rdm_hdr *)op->mem)->conn = conn->remote;
+		struct ibf_rdm_hdr *hdr = (void *)op->mem;
+
+		hdr->conn = conn->remote;
+		if (op->wr_kind != IBF_RDM_WR_READ) {
+			/* The target sees this write (its immediate) and takes
+			 * the notice behind it only with the same sequence. */
+			uint32_t seq = ++conn->wimm_sent;
+
+			wr[0].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+			wr[0].imm_data = htonl(seq);
+			hdr->tag = (uint64_t)seq << 32 | (uint32_t)hdr->tag;
+		}
 		wr[0].next = &wr[1];
 		wr[1].wr_id = (uintptr_t)&op->op;
-		wr[1].sg_list = &hsge;
-		wr[1].num_sge = 1;
+		wr[1].sg_list = hsge;
+		wr[1].num_sge = 2;
 		wr[1].opcode = IBV_WR_SEND;
 		wr[1].send_flags = IBV_SEND_SIGNALED |
-			(IBF_RDM_HDR <= conn->ep->max_inline ? IBV_SEND_INLINE : 0);
+			(IBF_RDM_HDR + sizeof(struct ibf_rdm_rma_note) <= ep->max_inline ?
+			 IBV_SEND_INLINE : 0);
 	}
 	op->epoch = conn->epoch;
 	op->state = op->tx_state;

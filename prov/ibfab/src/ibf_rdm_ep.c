@@ -567,8 +567,10 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 					(size_t)(da->max_srq_wr ?
 						 da->max_srq_wr : 256));
 	ep->eager_size = ibf_params.eager_size;
-	ep->slot = sizeof(struct ibf_rdm_hdr) +
-		   IBF_MAX(ep->eager_size, sizeof(struct ibf_rdm_rts));
+	/* A slot: header, payload, and room for an RMA notice's note. */
+	ep->note_off = sizeof(struct ibf_rdm_hdr) +
+		       IBF_MAX(ep->eager_size, sizeof(struct ibf_rdm_rts));
+	ep->slot = ep->note_off + sizeof(struct ibf_rdm_rma_note);
 	ep->slot = (ep->slot + 63) & ~(size_t)63;
 	ep->inject_size = info->tx_attr && info->tx_attr->inject_size ?
 			  info->tx_attr->inject_size : ep->eager_size;

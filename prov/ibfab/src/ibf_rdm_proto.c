@@ -296,15 +296,20 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_rdm_bounce_release(ep, b);
 		return;
 	}
-	if (unlikely(wc->byte_len < IBF_RDM_HDR)) {
-		ibf_rdm_drop(ep, b, "shorter than a header");
-		return;
-	}
 	/* The sender is whoever owns the QP it came in on, whatever the
 	 * header says. */
 	b->conn = ibf_rdm_qp_conn(ep, wc->qp_num);
 	if (unlikely(!b->conn)) {
 		ibf_rdm_drop(ep, b, "it came in on no connection of ours");
+		return;
+	}
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		/* A write with a notice behind it: nothing in the bounce. */
+		ibf_rdm_on_write_imm(ep, b, wc);
+		return;
+	}
+	if (unlikely(wc->byte_len < IBF_RDM_HDR)) {
+		ibf_rdm_drop(ep, b, "shorter than a header");
 		return;
 	}
 	/* On an earlier QP of the connection: delivered all the same (its
@@ -323,9 +328,14 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_rdm_bounce_release(ep, b);	/* being here was the answer */
 		return;
 	case IBF_RDM_WDATA:
-		ibf_rdm_on_wdata(ep, b);
+		ibf_rdm_on_wdata(ep, b, wc);
 		return;
 	case IBF_RDM_RDONE:
+		if (unlikely(wc->byte_len < IBF_RDM_HDR +
+			     sizeof(struct ibf_rdm_rma_note))) {
+			ibf_rdm_drop(ep, b, "a read notice cut short");
+			return;
+		}
 		ibf_rdm_on_remote_event(ep, b, IBF_RDM_CNTR_REMOTE_READ);
 		return;
 	case IBF_RDM_ATOMIC:

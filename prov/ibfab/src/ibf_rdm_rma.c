@@ -24,6 +24,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,10 +96,14 @@ static int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	 * only: nothing is accessed by them). */
 	op->rma_notify = kind == IBF_RDM_WR_WRITE_DATA || ep->rma_event;
 	if (op->rma_notify) {
+		struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
+
 		hdr->type = kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE : IBF_RDM_WDATA;
 		hdr->flags = kind == IBF_RDM_WR_WRITE_DATA ? IBF_RDM_F_DATA : 0;
-		hdr->tag = (uint64_t)len << 32 | (uint32_t)key;
+		hdr->tag = (uint32_t)key;	/* a write's sequence: at post */
 		hdr->data = data;
+		note->addr = addr;
+		note->len = len;
 		op->reads_left = 2;	/* the RDMA, and the header behind it */
 	}
 	return ibf_rdm_rma_local(ep, op, iov, desc, count, len);
@@ -186,18 +191,20 @@ void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc)
 /* ---- target ---- */
 
 /* Report the WDATA (with remote CQ data) in bounce b with receive op r,
- * then free b. */
+ * then free b.  b->op.len: the write's length, as the device said. */
 static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 				 struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
+	const struct ibf_rdm_rma_note *note = (const void *)(b->mem + IBF_RDM_HDR);
 
 	if (ep->rma_event)
-		ibf_mr_remote_event(ep->domain, (uint32_t)hdr->tag, 0);
+		ibf_mr_remote_event(ep->domain, (uint32_t)hdr->tag, note->addr,
+				    b->op.len, 0);
 	r->op.context = NULL;
 	r->op.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
 	r->op.buf = NULL;
-	r->op.len = (size_t)(hdr->tag >> 32);
+	r->op.len = b->op.len;
 	r->op.olen = 0;
 	r->op.tag = 0;
 	r->op.data = hdr->data;
@@ -212,16 +219,54 @@ static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	ibf_rdm_complete(r, 0);
 }
 
+void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			  const struct ibv_wc *wc)
+{
+	struct ibf_rdm_conn *conn = b->conn;
+
+	conn->wimm_seen.qp_num = wc->qp_num;
+	conn->wimm_seen.seq = ntohl(wc->imm_data);
+	conn->wimm_seen.len = wc->byte_len;
+	conn->wimm_seen.valid = 1;
+	ibf_rdm_bounce_release(ep, b);
+}
+
+/*
+ * Whether the notice in b tells of the write that came just before it on
+ * the same QP (its sequence and length): the only way a peer gets remote
+ * CQ data or a write event reported.  The write is used up either way.
+ */
+static int ibf_rdm_wdata_bound(struct ibf_rdm_op *b, const struct ibv_wc *wc)
+{
+	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
+	const struct ibf_rdm_rma_note *note = (const void *)(b->mem + IBF_RDM_HDR);
+	struct ibf_rdm_conn *conn = b->conn;
+	int ok;
+
+	ok = wc->byte_len >= IBF_RDM_HDR + sizeof(*note) &&
+	     conn->wimm_seen.valid && conn->wimm_seen.qp_num == wc->qp_num &&
+	     conn->wimm_seen.seq == (uint32_t)(hdr->tag >> 32) &&
+	     conn->wimm_seen.len == note->len;
+	conn->wimm_seen.valid = 0;
+	b->op.len = ok ? note->len : 0;
+	return ok;
+}
+
 /*
  * Remote CQ data of a write, in bounce b.  Without an rx CQ it is counted
  * only; without a free receive op to carry it, it waits, in order, until
  * one is freed (ibf_rdm_wdata_drain).
  */
-void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+		      const struct ibv_wc *wc)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	struct ibf_rdm_op *r;
 
+	if (unlikely(!ibf_rdm_wdata_bound(b, wc))) {
+		ibf_rdm_drop(ep, b, "a write notice that no write came before");
+		return;
+	}
 	if (!(hdr->flags & IBF_RDM_F_DATA)) {
 		/* FI_RMA_EVENT alone: a remote write to count. */
 		ibf_rdm_on_remote_event(ep, b, IBF_RDM_CNTR_REMOTE_WRITE);
@@ -246,13 +291,16 @@ void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			     int kind)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
+	const struct ibf_rdm_rma_note *note = (const void *)(b->mem + IBF_RDM_HDR);
+	int read = kind == IBF_RDM_CNTR_REMOTE_READ;
 
 	if (ep->cntr[kind])
 		ibf_cntr_count(ep->cntr[kind], 0);
-	/* And the counter bound to the region, if any (its key). */
+	/* And the counter bound to the region, if the key grants what was
+	 * done over the whole range. */
 	if (ep->rma_event)
-		ibf_mr_remote_event(ep->domain, (uint32_t)hdr->tag,
-				    kind == IBF_RDM_CNTR_REMOTE_READ);
+		ibf_mr_remote_event(ep->domain, (uint32_t)hdr->tag, note->addr,
+				    read ? note->len : b->op.len, read);
 	ibf_rdm_bounce_release(ep, b);
 }
 
