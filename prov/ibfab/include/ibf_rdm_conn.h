@@ -239,6 +239,19 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 				      const struct ibf_name *name, int self);
 struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
 				       const struct ibf_name *name);
+/*
+ * The private data of a peer's connection request (from peer), accept
+ * (for a connection to want) and reject: checked before anything of it
+ * is used, copied out (the event's bytes may be unaligned).  0, or
+ * -FI_EINVAL (not ibfab's, cut short) or -FI_EACCES (a request naming
+ * another host or no key; an accept from another endpoint than want).
+ */
+int ibf_rdm_cm_request_parse(const void *pd, size_t len,
+			     const struct sockaddr *peer, struct ibf_rdm_cm_data *d);
+int ibf_rdm_cm_accept_parse(const void *pd, size_t len,
+			    const struct ibf_name *want, struct ibf_rdm_cm_data *d);
+/* The magic a reject carries (IBF_RDM_CM_TIEBREAK, _BUSY), or 0. */
+uint32_t ibf_rdm_cm_reject_parse(const void *pd, size_t len);
 /* The record a request from the keyed name belongs to: its own, or one
  * the application made for the plain address it is at (which learns the
  * key); NULL if none. */

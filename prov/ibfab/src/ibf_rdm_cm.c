@@ -46,6 +46,50 @@ static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	d->name = ep->name;
 }
 
+/* ---- private data a peer sent: checked here, used nowhere else ---- */
+
+int ibf_rdm_cm_request_parse(const void *pd, size_t len,
+			     const struct sockaddr *peer, struct ibf_rdm_cm_data *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (!pd || len < sizeof(*d))
+		return -FI_EINVAL;
+	memcpy(d, pd, sizeof(*d));	/* the event's bytes may be unaligned */
+	if (d->magic != IBF_RDM_CM_MAGIC ||
+	    !ibf_addr_len((const struct sockaddr *)&d->name))
+		return -FI_EINVAL;
+	/* A name is an address on the requester's host, with a key: ibfab's
+	 * names all have one, and nobody may claim a name without it. */
+	if (!peer || !ibf_addr_same_host(peer, (const struct sockaddr *)&d->name) ||
+	    !ibf_name_key(&d->name))
+		return -FI_EACCES;
+	return 0;
+}
+
+int ibf_rdm_cm_accept_parse(const void *pd, size_t len,
+			    const struct ibf_name *want, struct ibf_rdm_cm_data *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (!pd || len < sizeof(*d))
+		return -FI_EINVAL;
+	memcpy(d, pd, sizeof(*d));
+	if (d->magic != IBF_RDM_CM_MAGIC)
+		return -FI_EINVAL;
+	if (!ibf_name_key(&d->name) || !ibf_name_matches(want, &d->name))
+		return -FI_EACCES;
+	return 0;
+}
+
+uint32_t ibf_rdm_cm_reject_parse(const void *pd, size_t len)
+{
+	uint32_t magic;
+
+	if (!pd || len < sizeof(magic))
+		return 0;
+	memcpy(&magic, pd, sizeof(magic));
+	return magic;
+}
+
 /* IB CM's reject reason when nothing listens on the service (port). */
 #define IBF_REJ_NO_LISTENER 8
 
@@ -284,39 +328,25 @@ static int ibf_rdm_self_alive(struct ibf_rdm_ep *ep)
 
 static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 {
-	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
 	struct rdma_cm_id *id = ev->id;
+	struct ibf_rdm_cm_data data, *d = &data;
 	struct ibf_rdm_conn *conn;
-	int self;
+	char from[64], claimed[64];
+	int self, ret;
 
-	if (!d || ev->param.conn.private_data_len < sizeof(*d) ||
-	    d->magic != IBF_RDM_CM_MAGIC) {
-		IBF_WARN(FI_LOG_EP_CTRL, "a connection request that is not from "
-			 "an ibfab RDM endpoint: rejected\n");
-		ibf_rdm_reject(id, 0);
-		ibf_rdm_bury(ep, id, NULL);
-		return;
-	}
-	/* A name is an address: the request must come from its host. */
-	if (!ibf_addr_same_host(rdma_get_peer_addr(id),
-				(const struct sockaddr *)&d->name)) {
-		char claimed[64], from[64];
-
-		IBF_WARN(FI_LOG_EP_CTRL, "a connection request from %s claims "
-			 "to be %s: rejected\n",
+	ret = ibf_rdm_cm_request_parse(ev->param.conn.private_data,
+				       ev->param.conn.private_data_len,
+				       rdma_get_peer_addr(id), d);
+	if (ret) {
+		IBF_WARN(FI_LOG_EP_CTRL, "a connection request from %s: %s: "
+			 "rejected\n",
 			 ibf_addr_str(rdma_get_peer_addr(id), from, sizeof(from)),
-			 ibf_addr_str((const void *)&d->name, claimed, sizeof(claimed)));
-		ibf_rdm_reject(id, 0);
-		ibf_rdm_bury(ep, id, NULL);
-		return;
-	}
-	/* A name without a key is nobody's: ibfab's names all have one. */
-	if (!ibf_name_key(&d->name)) {
-		char from[64];
-
-		IBF_WARN(FI_LOG_EP_CTRL, "a connection request from %s names no "
-			 "endpoint (its name has no key): rejected\n",
-			 ibf_addr_str(rdma_get_peer_addr(id), from, sizeof(from)));
+			 ret == -FI_EACCES ? ibf_addr_str((const void *)&d->name,
+				claimed, sizeof(claimed)) : "not from an ibfab "
+			 "RDM endpoint");
+		if (ret == -FI_EACCES)
+			IBF_WARN(FI_LOG_EP_CTRL, "(a name must be on the "
+				 "requester's host and carry its key)\n");
 		ibf_rdm_reject(id, 0);
 		ibf_rdm_bury(ep, id, NULL);
 		return;
@@ -395,17 +425,20 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 				   struct rdma_cm_event *ev)
 {
-	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
+	struct ibf_rdm_cm_data data, *d = &data;
+	int ret;
 
 	if (conn->state == IBF_CONN_CONNECTING) {
-		if (!d || ev->param.conn.private_data_len < sizeof(*d) ||
-		    d->magic != IBF_RDM_CM_MAGIC) {
+		ret = ibf_rdm_cm_accept_parse(ev->param.conn.private_data,
+					      ev->param.conn.private_data_len,
+					      &conn->name, d);
+		if (ret == -FI_EINVAL) {
 			ibf_rdm_conn_fail(conn, -FI_EOTHER);
 			return;
 		}
 		/* The endpoint listening there must be the one we name (an
 		 * endpoint that took over the port of a dead one is not). */
-		if (!ibf_name_key(&d->name) || !ibf_name_matches(&conn->name, &d->name)) {
+		if (ret) {
 			char buf[64];
 
 			IBF_WARN(FI_LOG_EP_CTRL, "the endpoint listening at %s is "
@@ -427,10 +460,8 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 /* The magic of a reject's private data, or 0. */
 static uint32_t ibf_rdm_reject_magic(const struct rdma_cm_event *ev)
 {
-	const struct ibf_rdm_cm_data *d = ev->param.conn.private_data;
-
-	return d && ev->param.conn.private_data_len >= sizeof(d->magic) ?
-	       d->magic : 0;
+	return ibf_rdm_cm_reject_parse(ev->param.conn.private_data,
+				       ev->param.conn.private_data_len);
 }
 
 /* An event on one of conn's ids (cm_lock held). */
