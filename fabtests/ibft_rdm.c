@@ -1237,6 +1237,8 @@ int main(int argc, char **argv)
 		return simul_side(3, 4, 1) ? 0 : 1;
 	if (t && !strcmp(t, "sharedav"))
 		return shared_av_child();
+	if (t && !strcmp(t, "bigeager"))
+		return big_eager_side(3, 4);
 	if (t && !strcmp(t, "victim")) {
 		victim_side(3, 4);
 		return 1;
@@ -1292,6 +1294,7 @@ int main(int argc, char **argv)
 	if (RUN("simul"))
 		test_simultaneous();
 	if (RUN("deadpeer")) {
+		test_receive_failure();
 		test_dead_peer();
 		test_messages_before_close();
 	}

@@ -122,5 +122,7 @@ void test_shared_av(void);
 int simul_side(int in, int out, int idx);
 void victim_side(int in, int out);
 int shared_av_child(void);
+void test_receive_failure(void);
+int big_eager_side(int in, int out);
 
 #endif

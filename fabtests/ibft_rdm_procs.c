@@ -348,3 +348,83 @@ void test_dead_peer(void)
 	free(s);
 	close_all();
 }
+
+/*
+ * A peer whose eager messages are larger than ours (FI_IBFAB_EAGER_SIZE
+ * set otherwise in its process): its 12 KiB eager message does not fit
+ * our receive buffers, the receive fails and our QP with it.  That must
+ * end the connection, as a failed send does, so that our next message
+ * to the peer reconnects and arrives (it used to be flushed, connection
+ * after connection, until the peer disconnected).  The child sends the
+ * large message, then waits for ours.
+ */
+int big_eager_side(int in, int out)
+{
+	struct node *n = node_open(1, FI_TAGGED, 0);
+	uint8_t peer[64], *big = xbuf(12 << 10), r[64] = "";
+	size_t plen;
+	struct comp c = { 0 };
+	char x;
+
+	if (!n || swap_names(n, in, out, peer, &plen) ||
+	    fi_av_insert(n->av, peer, 1, &n->peer[0], 0, NULL) != 1)
+		return 1;
+	memset(big, 7, 12 << 10);
+	fi_trecv(n->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 32, 0, r);
+	POST(fi_tsend(n->ep, big, 12 << 10, NULL, n->peer[0], 30, big));
+	while (!wait_comp(n, &c, WAIT_MS) && c.e.op_context != big)
+		;
+	xwrite(out, c.e.op_context == big && c.err ? "e" : "?", 1);
+	while (!wait_comp(n, &c, 3 * WAIT_MS) && c.e.op_context != r)
+		;
+	xwrite(out, c.e.op_context == r && !c.err &&
+		    !strcmp((char *)r, "after") ? "k" : "n", 1);
+	xread(in, &x, 1);
+	free(big);
+	close_all();
+	return 0;
+}
+
+void test_receive_failure(void)
+{
+	struct child ch;
+	struct node *a;
+	uint8_t peer[64], m[64] = "after", *big = xbuf(16 << 10);
+	size_t plen;
+	fi_addr_t b;
+	struct comp c = { 0 };
+	int ok, st;
+	char x = 0, y = 0;
+
+	if (!strcmp(ibft_opts.prov, "verbs;ofi_rxm")) {
+		printf("skip - rdm-receive-failure-ends-connection [%s]: sets "
+		       "ibfab's FI_IBFAB_EAGER_SIZE\n", ibft_opts.prov);
+		free(big);
+		return;
+	}
+	setenv("FI_IBFAB_EAGER_SIZE", "16384", 1);	/* the child's */
+	ok = !spawn(&ch, "bigeager");
+	unsetenv("FI_IBFAB_EAGER_SIZE");
+	a = ok ? node_open(0, FI_TAGGED, 0) : NULL;
+	ok = a && !swap_names(a, ch.from, ch.to, peer, &plen) &&
+	     fi_av_insert(a->av, peer, 1, &b, 0, NULL) == 1 &&
+	     !fi_trecv(a->ep, big, 16 << 10, NULL, FI_ADDR_UNSPEC, 30, 0, big);
+	/* The large message fails at both ends; we see ours go by. */
+	ok = ok && !xread(ch.from, &x, 1) && x == 'e';
+	idle(a, 500);
+	ok = ok && !POST(fi_tsend(a->ep, m, sizeof(m), NULL, b, 32, m));
+	while (ok && !wait_comp(a, &c, 3 * WAIT_MS) && c.e.op_context != m)
+		;
+	ok = ok && c.e.op_context == m && !c.err && !xread(ch.from, &y, 1) &&
+	     y == 'k';
+	IBFT_CHECK(ok, "rdm-receive-failure-ends-connection", "after our receive "
+		   "of a peer's too-large message failed, our next message to "
+		   "it: error %d (the peer's large send: %c, our message "
+		   "there: %c)", c.err, x ? x : '?', y ? y : '?');
+	if (a)
+		fi_cancel(&a->ep->fid, big);
+	xwrite(ch.to, "x", 1);
+	waitpid(ch.pid, &st, 0);
+	free(big);
+	close_all();
+}

@@ -36,7 +36,7 @@
 #include "ibft.h"
 #include "ibft_rdm_node.h"
 
-#define ROGUE_BUF 4096
+#define ROGUE_BUF 16384
 #define ROGUE_DEPTH 64
 
 struct rogue {
@@ -529,6 +529,40 @@ out:
 	node_close(e);
 }
 
+/*
+ * R sends A a message larger than A's receive buffers: A's receive fails
+ * and its QP with it.  A must end that connection then (as for a failed
+ * send), not keep it as live until R disconnects, which R never does: R's
+ * next connection request, claiming the same name, is taken (it used to
+ * be refused BUSY for ever, the PING A sends to check being flushed).
+ */
+static void oversized_message(struct node *a)
+{
+	static uint8_t big[12 << 10];
+	struct rogue g = { 0 }, g2 = { 0 };
+	int ok, tries;
+
+	ok = !rogue_connect(&g, ibft_opts.dst, ibft_opts.dst, 50126,
+			    (struct sockaddr *)a->name);
+	hdr_init((void *)big, IBF_RDM_EAGER, g.mine, 40);
+	ok = ok && !rogue_send(&g, big, sizeof(big));
+	rogue_drain(&g);
+	idle(a, 500);
+	/* R keeps that connection (it never disconnects) and asks again. */
+	for (tries = 0; ok && tries < 20; tries++) {
+		if (!rogue_connect(&g2, ibft_opts.dst, ibft_opts.dst, 50126,
+				   (struct sockaddr *)a->name))
+			break;
+		rogue_close(&g2);
+		idle(a, 250);
+	}
+	IBFT_CHECK(ok && tries < 20, "hostile-oversized-ends-connection", "after "
+		   "a message that did not fit, R's connection stayed live at A: "
+		   "R's new request was refused %d times", tries);
+	rogue_close(&g2);
+	rogue_close(&g);
+}
+
 int main(int argc, char **argv)
 {
 	size_t big = 1 << 20;
@@ -677,6 +711,7 @@ int main(int argc, char **argv)
 		IBFT_CHECK(ok, "hostile-flood-over-new-peer-served", "a new peer "
 			   "could not reach A after the flood");
 	}
+	oversized_message(ns[0]);
 	self_claim_flood(ns[0]);
 	forged_rma_notices();
 	IBFT_CHECK(rogue_tiebreak_liar(ns[0], ibft_opts.dst, 30000),

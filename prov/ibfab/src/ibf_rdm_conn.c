@@ -492,13 +492,13 @@ void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err)
 /*
  * A work request posted on conn in its life "epoch" failed other than by a
  * flush: retries exhausted (the peer's node or link is gone), a remote or
- * local access or protection error.  The QP is in the error state for good,
- * and no rdma_cm event may ever say so (a node that dies sends no
- * disconnect): end that life as a disconnect would, so that what waits on
- * it fails and the next send connects anew.  ep->lock held.
+ * local access or protection error, or a receive the peer's message did
+ * not fit.  The QP is in the error state for good, and no rdma_cm event
+ * may ever say so (a node that dies sends no disconnect): end that life
+ * as a disconnect would, so that what waits on it fails and the next
+ * send connects anew.  ep->lock held.
  */
-static void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch,
-				int err)
+void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err)
 {
 	struct ibf_rdm_ep *ep = conn->ep;
 	struct rdma_cm_id *id;

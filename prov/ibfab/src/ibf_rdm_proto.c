@@ -290,9 +290,22 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 
 	if (unlikely(wc->status != IBV_WC_SUCCESS)) {
-		if (wc->status != IBV_WC_WR_FLUSH_ERR)
+		struct ibf_rdm_conn *conn = ibf_rdm_qp_conn(ep, wc->qp_num);
+
+		if (wc->status != IBV_WC_WR_FLUSH_ERR) {
 			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a receive "
-				       "failed: %s\n", ibv_wc_status_str(wc->status));
+				       "failed: %s%s\n", ibv_wc_status_str(wc->status),
+				       wc->status == IBV_WC_LOC_LEN_ERR ? " (the "
+				       "peer's eager messages are larger: set "
+				       "FI_IBFAB_EAGER_SIZE alike on every "
+				       "process)" : "");
+			/* Its QP is in error now: the connection ends, as
+			 * for a failed send, and the next send reconnects. */
+			if (conn)
+				ibf_rdm_conn_broken(conn, ibf_rdm_arrival_epoch(conn,
+						    wc->qp_num),
+						    -ibf_wc_status_to_fi(wc->status));
+		}
 		ibf_rdm_bounce_release(ep, b);
 		return;
 	}
