@@ -1263,8 +1263,10 @@ int main(int argc, char **argv)
 		test_cancel();
 	if (RUN("ssend"))
 		test_ssend();
-	if (RUN("args"))
+	if (RUN("args")) {
 		test_iov_wrap();
+		test_stale_claim();
+	}
 	if (RUN("trunc"))
 		test_trunc();
 	if (RUN("cqdata")) {

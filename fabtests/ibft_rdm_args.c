@@ -1,5 +1,6 @@
 /*
- * FI_EP_RDM: arguments no provider may trust (run by ibft_rdm -t args).
+ * FI_EP_RDM: arguments no provider may trust (run by ibft_rdm -t args):
+ * iov lengths whose sum wraps, and a claim with a stale context.
  * Lengths whose sum wraps past SIZE_MAX add up to a few bytes, so a
  * provider that sums them without a check takes its small-message path
  * and then copies the full lengths: each call must fail with -FI_EINVAL
@@ -44,5 +45,79 @@ void test_iov_wrap(void)
 	IBFT_CHECK(ok, "rdm-iov-wrap-then-send", "a send after the refusals: "
 		   "err %d, %zu bytes", c.err, c.e.len);
 out:
+	close_all();
+}
+
+/* fi_trecvmsg with flags (FI_PEEK, FI_CLAIM...) for one tag. */
+static ssize_t trecv_flags(struct node *n, uint64_t tag, uint64_t flags,
+			   struct fi_context *ctx, void *buf, size_t len)
+{
+	struct iovec iov = { buf, len };
+	struct fi_msg_tagged m = {
+		.msg_iov = buf ? &iov : NULL, .iov_count = buf ? 1 : 0,
+		.addr = FI_ADDR_UNSPEC, .tag = tag, .context = ctx,
+	};
+
+	return fi_trecvmsg(n->ep, &m, flags);
+}
+
+/*
+ * FI_CLAIM with a stale context: a copy of the context of a claim that
+ * was completed already, whose message buffer by then holds another,
+ * unexpected, message (BURST of them go by, so every buffer is used
+ * again).  The claim is refused, and every message is received once.
+ */
+#define BURST 600
+void test_stale_claim(void)
+{
+	struct node *ns[2];
+	struct fi_context ctx, stale;
+	uint8_t r[8], m[8] = "m";
+	uint32_t *seen = calloc(BURST, sizeof(*seen)), v;
+	struct comp c = { 0 };
+	int i, ok, dup = 0, lost = 0;
+
+	if (ibft_deviates("verbs;ofi_rxm", "rdm-claim-stale-context", "a claim "
+			  "with a stale context is taken"))
+		goto out;
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	ok = !POST(fi_tinject(ns[0]->ep, m, 1, ns[0]->peer[1], 50));
+	do {	/* peek and claim it once it is there */
+		ok = ok && !trecv_flags(ns[1], 50, FI_PEEK | FI_CLAIM, &ctx, NULL, 0) &&
+		     !wait_comp(ns[1], &c, WAIT_MS);
+	} while (ok && c.err == FI_ENOMSG);
+	stale = ctx;
+	ok = ok && !c.err && !trecv_flags(ns[1], 50, FI_CLAIM, &ctx, r, sizeof(r)) &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err && r[0] == 'm';
+	/* Every buffer of the receiver holds a message in turn. */
+	for (i = 0; ok && i < BURST; i++) {
+		v = (uint32_t)i;
+		ok = !POST(fi_tinject(ns[0]->ep, &v, sizeof(v), ns[0]->peer[1], 51));
+		if (i % 64 == 63)
+			idle(ns[1], 50);
+	}
+	idle(ns[1], 300);
+	ok = ok && trecv_flags(ns[1], 51, FI_CLAIM, &stale, r, sizeof(r)) < 0;
+	IBFT_CHECK(ok, "rdm-claim-stale-context", "FI_CLAIM with the context of "
+		   "a claim already taken was accepted");
+	/* And each message still arrives, once. */
+	for (i = 0; i < BURST + 1; i++) {
+		v = UINT32_MAX;
+		if (fi_trecv(ns[1]->ep, &v, sizeof(v), NULL, FI_ADDR_UNSPEC, 51, 0,
+			     &v) || wait_comp(ns[1], &c, i < BURST ? WAIT_MS : 300))
+			break;
+		if (v < BURST)
+			dup += seen[v]++ > 0;
+	}
+	fi_cancel(&ns[1]->ep->fid, &v);
+	for (i = 0; i < BURST; i++)
+		lost += !seen[i];
+	IBFT_CHECK(!dup && !lost, "rdm-claim-stale-every-message-once", "%d "
+		   "messages received twice, %d never", dup, lost);
+out:
+	free(seen);
 	close_all();
 }

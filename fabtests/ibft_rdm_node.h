@@ -112,6 +112,7 @@ void test_cancel(void);
 void test_ssend(void);
 /* ibft_rdm_args.c: arguments no provider may trust. */
 void test_iov_wrap(void);
+void test_stale_claim(void);
 
 /* ibft_rdm_procs.c: tests with threads or other processes, and the roles
  * the child processes play. */

@@ -41,6 +41,8 @@ enum ibf_rdm_op_state {
 	IBF_RDM_BOUNCE_SPARE,	/* an eager buffer out of the SRQ, unused */
 	IBF_RDM_TX_RMA,		/* an RMA write or read posted */
 	IBF_RDM_TX_ATOMIC,	/* an atomic request sent, its answer awaited */
+	IBF_RDM_BOUNCE_CLAIMED,	/* holds a message an FI_PEEK | FI_CLAIM took
+				 * out of the unexpected queue for a claim */
 };
 
 /* What a send op posts (ibf_rdm_rma.c builds the RMA ones). */

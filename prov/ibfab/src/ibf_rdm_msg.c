@@ -147,10 +147,12 @@ static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *m
 		r->op.flags |= FI_REMOTE_CQ_DATA;
 	if (flags & (FI_CLAIM | FI_DISCARD))
 		ibf_rdm_unexp_take(ep, b);
-	if (flags & FI_DISCARD)
+	if (flags & FI_DISCARD) {
 		ibf_rdm_discard(ep, b);
-	else if (flags & FI_CLAIM)
+	} else if (flags & FI_CLAIM) {
+		b->state = IBF_RDM_BOUNCE_CLAIMED;
 		((struct fi_context *)msg->context)->internal[0] = b;
+	}
 	ibf_rdm_complete(r, 0);
 	ibf_lock_release(&ep->lock);
 	return 0;
@@ -163,12 +165,6 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 	struct ibf_rdm_op *r, *b = msg->context ?
 		((struct fi_context *)msg->context)->internal[0] : NULL;
 
-	if (!b || !ibf_rdm_bounce_owned(ep, b) ||
-	    b->state != IBF_RDM_BOUNCE_HELD) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_CLAIM with a "
-			       "context no FI_PEEK | FI_CLAIM filled\n");
-		return -FI_EINVAL;
-	}
 	if (unlikely(msg->iov_count > ep->rx_iov_limit ||
 		     (msg->iov_count && !msg->msg_iov))) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_CLAIM with %zu "
@@ -177,6 +173,15 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 		return -FI_EINVAL;
 	}
 	ibf_lock_acquire(&ep->lock);
+	/* Only a message a peek claimed, once: not one still unexpected,
+	 * being read, or claimed and taken already (a stale context). */
+	if (!b || !ibf_rdm_bounce_owned(ep, b) || b->state != IBF_RDM_BOUNCE_CLAIMED) {
+		ibf_lock_release(&ep->lock);
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_CLAIM with a "
+			       "context no FI_PEEK | FI_CLAIM filled (or one "
+			       "whose message was claimed already)\n");
+		return -FI_EINVAL;
+	}
 	r = ibf_rdm_rx_take(ep, msg->msg_iov, msg->desc, msg->iov_count,
 			    0, msg->tag, msg->ignore, flags,
 			    msg->context, 1);
@@ -185,6 +190,7 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 		return -FI_EAGAIN;
 	}
 	((struct fi_context *)msg->context)->internal[0] = NULL;
+	b->state = IBF_RDM_BOUNCE_HELD;	/* taken: this claim's now */
 	if (flags & FI_DISCARD) {
 		r->op.len = 0;
 		r->op.tag = b->op.tag;
