@@ -165,7 +165,9 @@ err_rsoft:
 	return ret;
 }
 
-static void ibf_rdm_detach_cqs(struct ibf_rdm_ep *ep)
+/* The CQs stop progressing ep (their locks: no progress of it is under
+ * way once this returns). */
+static void ibf_rdm_unhook_cqs(struct ibf_rdm_ep *ep)
 {
 	struct ibf_cq *scq = ibf_rdm_send_cq(ep), *rcq = ibf_rdm_recv_cq(ep);
 	int fd = ibf_rdm_channel_fd(ep);
@@ -175,6 +177,15 @@ static void ibf_rdm_detach_cqs(struct ibf_rdm_ep *ep)
 	ibf_cq_del_rdm(scq, ep, fd);
 	if (rcq != scq)
 		ibf_cq_del_rdm(rcq, ep, fd);
+}
+
+/* The CQs' room reserved for ep's completions goes back (drained). */
+static void ibf_rdm_unreserve_cqs(struct ibf_rdm_ep *ep)
+{
+	struct ibf_cq *scq = ibf_rdm_send_cq(ep), *rcq = ibf_rdm_recv_cq(ep);
+
+	if (!ep->soft_reserved)
+		return;
 	ibf_cq_soft_unreserve(rcq, ep->nrx);
 	ibf_cq_soft_unreserve(scq, ep->ntx);
 	ep->soft_reserved = 0;
@@ -411,12 +422,18 @@ static int ibf_rdm_close(struct fid *fid)
 			 (unsigned long long)ep->stats.atomics,
 			 (unsigned long long)ep->stats.atomics_applied);
 	ibf_rdm_cm_stop(ep);	/* disconnects; QPs in the error state */
-	if (ep->soft_reserved)
-		ibf_rdm_drain(ep);
-	ibf_rdm_detach_cqs(ep);
+	/*
+	 * Nothing else may progress ep from here on, before the drain polls
+	 * its CQ alone: not its CQs, its counters or a region counter of the
+	 * domain (FI_RMA_EVENT), read on another thread.
+	 */
+	ibf_rdm_unhook_cqs(ep);
 	if (ep->event_added)
 		ibf_domain_event_ep_del(ep->domain, ep);
 	ibf_rdm_detach_cntrs(ep);
+	if (ep->soft_reserved)
+		ibf_rdm_drain(ep);
+	ibf_rdm_unreserve_cqs(ep);
 	ibf_rdm_cm_destroy(ep);	/* QPs and ids */
 	ibf_rdm_hcq_close(ep);
 	if (ep->srq)
@@ -597,6 +614,26 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->sq_depth = (uint32_t)IBF_MIN(ibf_rdm_sq_need(ep), ibf_params.rdm_qp_depth);
 }
 
+/*
+ * Whether the endpoint's data path takes ep->lock.  Reading a CQ or a
+ * counter progresses the endpoints bound to it, so the lock is needed
+ * wherever such a read may run on another thread than the endpoint's own
+ * calls: under FI_THREAD_ENDPOINT (and FID, SAFE), where CQs and counters
+ * are the application's to read from any thread; under
+ * FI_THREAD_COMPLETION only for an FI_RMA_EVENT endpoint, which a region
+ * counter of the domain progresses though nothing associates it with the
+ * endpoint (fi_domain(3) has the application serialize an endpoint with
+ * its own CQs and counters).  FI_THREAD_DOMAIN serializes everything.
+ */
+static int ibf_rdm_lock_needed(enum fi_threading threading, int rma_event)
+{
+	if (threading == FI_THREAD_DOMAIN)
+		return 0;
+	if (threading == FI_THREAD_COMPLETION)
+		return rma_event;
+	return 1;
+}
+
 int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		    struct fid_ep **ep_fid, void *context)
 {
@@ -611,7 +648,8 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ep->up = &ibf_rdm_proto_upcalls;
 	ep->stop_fd = -1;
 	ep->wake_fd = -1;
-	ibf_lock_init(&ep->lock, ibf_threading_needs_lock(dom->info->domain_attr->threading));
+	ibf_lock_init(&ep->lock, ibf_rdm_lock_needed(dom->info->domain_attr->threading,
+						     !!(info->caps & FI_RMA_EVENT)));
 	pthread_mutex_init(&ep->cm_lock, NULL);
 	ep->info = fi_dupinfo(info);
 	if (!ep->info) {
