@@ -178,6 +178,111 @@ static int run_threads(void *(*fn)(void *), struct thr *t)
 	return bad;
 }
 
+/*
+ * FI_THREAD_ENDPOINT: each endpoint used by one thread, each CQ read by
+ * one thread, but the CQs are read while the endpoints post (fi_domain(3):
+ * only access to one object is serialized).  A CQ read progresses its
+ * endpoints, so it runs beside their own calls.  Every message arrives
+ * once, whole.
+ */
+#define EP_MSGS 3000
+struct ep_thr {
+	struct node *a, *b;
+	uint8_t (*rbuf)[TLEN];
+	int *seen, received, bad, done;
+};
+
+static void *ep_thr_send(void *arg)
+{
+	struct ep_thr *t = arg;
+	uint8_t m[TLEN];
+	long end = now_ms() + 4 * WAIT_MS;
+	ssize_t ret = 0;
+	int i;
+
+	for (i = 0; i < EP_MSGS && !ret; i++) {
+		ibft_fill(m, TLEN, (unsigned)i);
+		while ((ret = fi_tinject(t->a->ep, m, TLEN, t->a->peer[1],
+					 (uint64_t)i)) == -FI_EAGAIN && now_ms() < end)
+			;	/* the reaper's reads free the slots */
+	}
+	t->bad |= ret != 0;
+	return NULL;
+}
+
+static void *ep_thr_recv(void *arg)
+{
+	struct ep_thr *t = arg;
+	long end = now_ms() + 4 * WAIT_MS;
+	ssize_t ret = 0;
+	int i;
+
+	for (i = 0; i < EP_MSGS && !ret; i++)
+		while ((ret = fi_trecv(t->b->ep, t->rbuf[i], TLEN, NULL, FI_ADDR_UNSPEC,
+				       (uint64_t)i, 0, t->rbuf[i])) == -FI_EAGAIN &&
+		       now_ms() < end)
+			;
+	t->bad |= ret != 0;
+	return NULL;
+}
+
+static void *ep_thr_reap(void *arg)
+{
+	struct ep_thr *t = arg;
+	struct fi_cq_tagged_entry e[16];
+	struct fi_cq_err_entry err;
+	long end = now_ms() + 4 * WAIT_MS;
+	ssize_t n, i;
+	int k;
+
+	while (t->received < EP_MSGS && now_ms() < end) {
+		fi_cq_read(t->a->cq, e, 16);
+		n = fi_cq_read(t->b->cq, e, 16);
+		if (n == -FI_EAVAIL) {
+			fi_cq_readerr(t->b->cq, &err, 0);
+			t->bad = 1;
+			continue;
+		}
+		for (i = 0; i < n; i++) {
+			k = (int)((uint8_t (*)[TLEN])e[i].op_context - t->rbuf);
+			if (k < 0 || k >= EP_MSGS || e[i].tag != (uint64_t)k ||
+			    t->seen[k]++ || !ibft_verify(t->rbuf[k], TLEN, (unsigned)k))
+				t->bad = 1;
+			t->received++;
+		}
+	}
+	return NULL;
+}
+
+static void test_thread_endpoint(void)
+{
+	static uint8_t rbuf[EP_MSGS][TLEN];
+	static int seen[EP_MSGS];
+	struct ep_thr t = { .rbuf = rbuf, .seen = seen };
+	pthread_t th[3];
+	struct node *ns[2];
+
+	want_threading = FI_THREAD_ENDPOINT;
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	want_threading = FI_THREAD_DOMAIN;
+	if (!ns[0] || !ns[1] || insert_all(ns, 2))
+		goto out;
+	t.a = ns[0];
+	t.b = ns[1];
+	memset(seen, 0, sizeof(seen));
+	pthread_create(&th[0], NULL, ep_thr_recv, &t);
+	pthread_create(&th[1], NULL, ep_thr_reap, &t);
+	pthread_create(&th[2], NULL, ep_thr_send, &t);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	IBFT_CHECK(!t.bad && t.received == EP_MSGS, "rdm-thread-endpoint",
+		   "%d of %d messages; some wrong, doubled or failed: %s",
+		   t.received, EP_MSGS, t.bad ? "yes" : "no");
+out:
+	close_all();
+}
+
 void test_threads(void)
 {
 	static uint8_t rbuf[THREADS * PER_THREAD][TLEN];
@@ -214,6 +319,7 @@ void test_threads(void)
 		   THREADS * PER_THREAD, bad ? "yes" : "no");
 out:
 	close_all();
+	test_thread_endpoint();
 }
 
 /*
