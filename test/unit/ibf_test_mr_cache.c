@@ -8,7 +8,10 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ibf_mr_cache.h"
@@ -231,4 +234,123 @@ Test(mr_cache, file_mappings_are_not_cached)
 	cr_assert_eq(regs, 0);
 	munmap(p, MB);
 	fclose(f);
+}
+
+/*
+ * fork(): the child has no monitor of the parent's.  A cache it opens
+ * watches its own memory (an unmap and a new mapping at the same address
+ * are not served the old registration), and closing a cache it inherited
+ * deregisters nothing (those registrations are the parent's).  The
+ * parent's cache goes on as before.  The child reports by exit status.
+ */
+static int child_cache_check(void)
+{
+	struct ibf_mr_cache *mine;
+	struct ibf_mr_cache_entry *a;
+	int unc, before;
+	uint32_t old;
+	char *p;
+
+	before = deregs;
+	ibf_mr_cache_close(cache);	/* the parent's */
+	if (deregs != before)
+		return 2;
+	if (ibf_mr_cache_open(&mine, &ops, NULL, 8))
+		return 3;
+	p = mmap(NULL, MB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p[0] = 1;
+	a = ibf_mr_cache_get(mine, p, MB, 0, &unc);
+	if (!a)
+		return 4;
+	old = a->lkey;
+	ibf_mr_cache_put(mine, a);
+	munmap(p, MB);
+	if (mmap(p, MB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+		 MAP_FIXED, -1, 0) != p)
+		return 5;
+	p[0] = 2;
+	a = ibf_mr_cache_get(mine, p, MB, 0, &unc);
+	if (!a || a->lkey == old)
+		return 6;	/* the old registration served new memory */
+	ibf_mr_cache_put(mine, a);
+	ibf_mr_cache_close(mine);
+	return 0;
+}
+
+Test(mr_cache, fork_child_watches_its_own_memory)
+{
+	char *p = map(MB, NULL);
+	struct ibf_mr_cache_entry *a = get(p, MB, 0);
+	uint32_t old = a->lkey;
+	pid_t pid;
+	int st;
+
+	ibf_mr_cache_put(cache, a);	/* cached when the child is made */
+	pid = fork();
+	if (pid == 0)
+		_exit(child_cache_check());
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's check %d "
+		  "failed (2: deregistered the parent's, 6: served a stale "
+		  "registration)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	/* The parent's monitor still sees its unmaps. */
+	munmap(p, MB);
+	cr_assert_eq(ibf_mr_cache_count(cache), 0);
+	map(MB, p);
+	a = get(p, MB, 0);
+	cr_assert_neq(a->lkey, old);
+	ibf_mr_cache_put(cache, a);
+	munmap(p, MB);
+}
+
+static volatile int hammering;
+
+static void *hammer(void *arg)
+{
+	char *p = arg;
+	struct ibf_mr_cache_entry *e;
+	int unc;
+
+	while (hammering) {
+		e = ibf_mr_cache_get(cache, p, 4096, 0, &unc);
+		if (e)
+			ibf_mr_cache_put(cache, e);
+	}
+	return NULL;
+}
+
+/* A fork while another thread holds the monitor's lock: the child must
+ * not inherit it held (it would hang in its first cache call). */
+Test(mr_cache, fork_while_the_lock_is_busy, .timeout = 60)
+{
+	char *p = map(MB, NULL);
+	pthread_t t;
+	int i, hung = 0, st;
+
+	hammering = 1;
+	pthread_create(&t, NULL, hammer, p);
+	for (i = 0; i < 100 && !hung; i++) {
+		pid_t pid = fork();
+		long waited;
+
+		if (pid == 0) {
+			struct ibf_mr_cache *mine;
+
+			if (ibf_mr_cache_open(&mine, &ops, NULL, 8))
+				_exit(3);
+			ibf_mr_cache_close(mine);
+			_exit(0);
+		}
+		for (waited = 0; waitpid(pid, &st, WNOHANG) == 0 && waited < 5000; waited++)
+			usleep(1000);
+		if (waited >= 5000) {
+			hung = 1;
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+		}
+	}
+	hammering = 0;
+	pthread_join(t, NULL);
+	munmap(p, MB);
+	cr_assert(!hung, "a child forked while the lock was held hung (fork %d)", i);
 }

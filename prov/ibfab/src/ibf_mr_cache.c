@@ -10,6 +10,15 @@
  * can unmap, when glibc trims its heap): the monitor only unlinks the
  * entries an event touches, and an application thread deregisters and
  * frees them at its next call, after releasing the lock.
+ *
+ * fork(): the monitor is the process's, not its children's.  The fork
+ * takes the monitor's lock (so no child inherits it held) and gives it
+ * back on both sides; the child then has no monitor: it closes its copy
+ * of the parent's userfaultfd (registering through it would watch the
+ * parent's memory, and its own unmaps would go unseen) and forgets the
+ * parent's caches, whose entries are the parent's registrations, never
+ * to be deregistered from the child.  A cache the child opens starts a
+ * monitor of its own.
  */
 #include "config.h"
 
@@ -53,6 +62,36 @@ static struct {
 	pthread_t thread;
 	struct ibf_mr_cache *caches;
 } ibf_mon = { .lock = PTHREAD_MUTEX_INITIALIZER, .uffd = -1, .stop_fd = -1 };
+
+static pthread_once_t ibf_mon_once = PTHREAD_ONCE_INIT;
+
+static void ibf_mon_fork_prepare(void)
+{
+	pthread_mutex_lock(&ibf_mon.lock);
+}
+
+static void ibf_mon_fork_parent(void)
+{
+	pthread_mutex_unlock(&ibf_mon.lock);
+}
+
+static void ibf_mon_fork_child(void)
+{
+	if (ibf_mon.uffd >= 0)
+		close(ibf_mon.uffd);
+	if (ibf_mon.stop_fd >= 0)
+		close(ibf_mon.stop_fd);
+	ibf_mon.uffd = ibf_mon.stop_fd = -1;
+	ibf_mon.users = 0;
+	ibf_mon.caches = NULL;	/* the parent's: left alone */
+	pthread_mutex_unlock(&ibf_mon.lock);
+}
+
+static void ibf_mon_atfork(void)
+{
+	pthread_atfork(ibf_mon_fork_prepare, ibf_mon_fork_parent,
+		       ibf_mon_fork_child);
+}
 
 /* ---- entries (monitor lock held unless said) ---- */
 
@@ -224,6 +263,7 @@ int ibf_mr_cache_open(struct ibf_mr_cache **cache,
 	c->ops = ops;
 	c->ctx = ctx;
 	c->max = max ? max : 1;
+	pthread_once(&ibf_mon_once, ibf_mon_atfork);
 	pthread_mutex_lock(&ibf_mon.lock);
 	if (!ibf_mon.users)
 		ret = ibf_mon_start();
@@ -245,14 +285,22 @@ void ibf_mr_cache_close(struct ibf_mr_cache *c)
 {
 	struct ibf_mr_cache **p;
 	struct ibf_mr_cache_entry *dead;
-	int last;
+	int last = 0, ours = 0;
 
 	pthread_mutex_lock(&ibf_mon.lock);
 	for (p = &ibf_mon.caches; *p; p = &(*p)->next) {
 		if (*p == c) {
 			*p = c->next;
+			ours = 1;
 			break;
 		}
+	}
+	if (!ours) {
+		/* The parent's cache, closed in a forked child: its
+		 * registrations are the parent's to let go. */
+		pthread_mutex_unlock(&ibf_mon.lock);
+		free(c);
+		return;
 	}
 	dead = c->grave;
 	c->grave = NULL;
