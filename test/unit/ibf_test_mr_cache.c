@@ -8,16 +8,26 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
 
 #include "ibf_mr_cache.h"
 
 static int regs, deregs;
 static uint32_t next_key = 100;
+static int reg_delay_ms;	/* a registration that takes long */
 
 static void *fake_reg(void *ctx, void *addr, size_t len, int access,
 		      uint32_t *lkey)
@@ -26,6 +36,8 @@ static void *fake_reg(void *ctx, void *addr, size_t len, int access,
 	(void)addr;
 	(void)len;
 	(void)access;
+	if (reg_delay_ms)
+		usleep((useconds_t)reg_delay_ms * 1000);
 	regs++;
 	*lkey = next_key++;
 	return malloc(1);
@@ -45,6 +57,7 @@ static struct ibf_mr_cache *cache;
 static void setup(void)
 {
 	regs = deregs = 0;
+	reg_delay_ms = 0;
 	cr_assert_eq(ibf_mr_cache_open(&cache, &ops, NULL, 8), 0,
 		     "no userfaultfd here?");
 }
@@ -353,4 +366,114 @@ Test(mr_cache, fork_while_the_lock_is_busy, .timeout = 60)
 	pthread_join(t, NULL);
 	munmap(p, MB);
 	cr_assert(!hung, "a child forked while the lock was held hung (fork %d)", i);
+}
+
+/* Whether another userfaultfd can watch [p, p + len): no other holds it. */
+static int others_can_watch(void *p, size_t len)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register r = { .range = { (uintptr_t)p, len },
+				     .mode = UFFDIO_REGISTER_MODE_WP };
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY), ok;
+
+	if (fd < 0)
+		fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+	cr_assert(fd >= 0);
+	cr_assert_eq(ioctl(fd, UFFDIO_API, &api), 0);
+	ok = !ioctl(fd, UFFDIO_REGISTER, &r);
+	close(fd);
+	return ok;
+}
+
+/*
+ * An evicted entry's pages, and a closed cache's, are watched no more:
+ * another userfaultfd user may take them, and the mapping is not left
+ * split.
+ */
+Test(mr_cache, evicted_and_closed_pages_are_unwatched)
+{
+	struct ibf_mr_cache *one;
+	struct ibf_mr_cache_entry *a, *b;
+	char *p = map(MB, NULL), *q = map(MB, NULL);
+	int unc;
+
+	cr_assert_eq(ibf_mr_cache_open(&one, &ops, NULL, 1), 0);
+	a = ibf_mr_cache_get(one, p, MB, 0, &unc);
+	cr_assert_not_null(a);
+	ibf_mr_cache_put(one, a);
+	cr_assert(!others_can_watch(p, MB), "a cached range is not watched");
+	b = ibf_mr_cache_get(one, q, MB, 0, &unc);	/* evicts a */
+	cr_assert_not_null(b);
+	ibf_mr_cache_put(one, b);
+	cr_assert(others_can_watch(p, MB), "an evicted entry's pages stay watched");
+	ibf_mr_cache_close(one);
+	cr_assert(others_can_watch(q, MB), "a closed cache's pages stay watched");
+	munmap(p, MB);
+	munmap(q, MB);
+}
+
+struct slow_get {
+	void *p;
+	struct ibf_mr_cache_entry *e;
+	int unc;
+};
+
+static void *slow_get(void *arg)
+{
+	struct slow_get *g = arg;
+
+	g->e = ibf_mr_cache_get(cache, g->p, MB, 0, &g->unc);
+	return NULL;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/*
+ * A registration that takes long (a large buffer, a busy device) holds
+ * no lock an munmap() elsewhere waits for: the monitor, which the
+ * unmapping thread waits for, must not wait for it.
+ */
+Test(mr_cache, registration_does_not_hold_up_munmap)
+{
+	char *p = map(MB, NULL), *q = map(MB, NULL);
+	struct ibf_mr_cache_entry *e = get(q, MB, 0);
+	struct slow_get g = { .p = p };
+	struct timespec t0;
+	pthread_t t;
+	long took;
+
+	ibf_mr_cache_put(cache, e);	/* q is watched */
+	reg_delay_ms = 800;
+	pthread_create(&t, NULL, slow_get, &g);
+	usleep(200 * 1000);	/* the registration of p is under way */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	munmap(q, MB);
+	took = ms_since(&t0);
+	pthread_join(t, NULL);
+	cr_assert_lt(took, 400, "munmap waited %ld ms for a registration", took);
+	cr_assert_not_null(g.e);
+	ibf_mr_cache_put(cache, g.e);
+	munmap(p, MB);
+}
+
+/* Memory unmapped while its registration is being made is not cached. */
+Test(mr_cache, unmapped_during_registration_not_cached)
+{
+	char *p = map(MB, NULL);
+	struct slow_get g = { .p = p };
+	pthread_t t;
+
+	reg_delay_ms = 500;
+	pthread_create(&t, NULL, slow_get, &g);
+	usleep(150 * 1000);
+	munmap(p, MB);
+	pthread_join(t, NULL);
+	cr_assert_null(g.e, "a registration of memory unmapped meanwhile was cached");
+	cr_assert_eq(ibf_mr_cache_count(cache), 0);
 }

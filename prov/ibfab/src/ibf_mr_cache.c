@@ -250,6 +250,41 @@ static int ibf_mon_watch(uintptr_t start, uintptr_t end)
 	return ioctl(ibf_mon.uffd, UFFDIO_REGISTER, &r) ? -1 : 0;
 }
 
+/* Whether a live entry of any cache overlaps [start, end) (lock held). */
+static int ibf_mon_watched(uintptr_t start, uintptr_t end)
+{
+	struct ibf_mr_cache_entry *e;
+	struct ibf_mr_cache *c;
+
+	for (c = ibf_mon.caches; c; c = c->next)
+		for (e = c->head; e; e = e->next)
+			if (e->start < end && e->end > start)
+				return 1;
+	return 0;
+}
+
+/*
+ * Stop watching the pages of entries dropped while their memory is still
+ * mapped (evicted, or their cache closed), unless another entry needs
+ * them: a watched range splits its mapping (toward vm.max_map_count) and
+ * keeps other userfaultfd users off those pages.  Lock held.
+ */
+static void ibf_mon_unwatch_list(const struct ibf_mr_cache_entry *e)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), s, t;
+	struct uffdio_range r;
+
+	for (; e; e = e->next) {
+		s = e->start & ~(page - 1);
+		t = (e->end + page - 1) & ~(page - 1);
+		if (ibf_mon.uffd < 0 || ibf_mon_watched(s, t))
+			continue;
+		r.start = s;
+		r.len = t - s;
+		ioctl(ibf_mon.uffd, UFFDIO_UNREGISTER, &r);	/* gone: fine */
+	}
+}
+
 /* ---- the cache ---- */
 
 int ibf_mr_cache_open(struct ibf_mr_cache **cache,
@@ -305,6 +340,7 @@ void ibf_mr_cache_close(struct ibf_mr_cache *c)
 	dead = c->grave;
 	c->grave = NULL;
 	ibf_mr_cache_invalidate(c, 0, UINTPTR_MAX, &dead);
+	ibf_mon_unwatch_list(dead);
 	last = --ibf_mon.users == 0;
 	pthread_mutex_unlock(&ibf_mon.lock);
 	ibf_mr_cache_free_list(c, dead);
@@ -332,20 +368,29 @@ static void ibf_mr_cache_evict(struct ibf_mr_cache *c,
 	}
 }
 
+/*
+ * The registration itself is made without the lock: an munmap() elsewhere
+ * waits for the monitor, which waits for the lock, and a registration can
+ * take long.  The entry goes in first, pending (no handle: no lookup takes
+ * it), so that an unmap during the registration marks it dead; then it is
+ * not used, and the caller registers for the operation alone.
+ */
 struct ibf_mr_cache_entry *ibf_mr_cache_get(struct ibf_mr_cache *c,
 					    const void *addr, size_t len,
 					    int access, int *uncacheable)
 {
 	uintptr_t start = (uintptr_t)addr, end = start + len;
-	struct ibf_mr_cache_entry *e, *dead = NULL;
+	struct ibf_mr_cache_entry *e, *dead = NULL, *evicted = NULL;
 	struct ibf_mr_cache_entry *fresh = malloc(sizeof(*fresh));
+	void *handle = NULL;
+	uint32_t lkey;
 
 	*uncacheable = 0;
 	pthread_mutex_lock(&ibf_mon.lock);
 	dead = c->grave;
 	c->grave = NULL;
 	for (e = c->head; e; e = e->next) {
-		if (e->start <= start && e->end >= end &&
+		if (e->handle && e->start <= start && e->end >= end &&
 		    (e->access & access) == access) {
 			e->refs++;
 			e->used = ++c->clock;
@@ -361,27 +406,40 @@ struct ibf_mr_cache_entry *ibf_mr_cache_get(struct ibf_mr_cache *c,
 		*uncacheable = 1;
 		goto out;
 	}
-	ibf_mr_cache_evict(c, &dead);
-	fresh->handle = c->ops->reg(c->ctx, (void *)addr, len, access,
-				    &fresh->lkey);
-	if (!fresh->handle)
-		goto out;
-	fresh->start = start;
-	fresh->end = end;
-	fresh->access = access;
-	fresh->refs = 1;
-	fresh->dead = 0;
-	fresh->used = ++c->clock;
-	fresh->next = c->head;
+	ibf_mr_cache_evict(c, &evicted);
+	*fresh = (struct ibf_mr_cache_entry){ .start = start, .end = end,
+		.access = access, .refs = 1, .used = ++c->clock, .next = c->head };
 	c->head = fresh;
 	c->count++;
-	c->regs++;
+	ibf_mon_unwatch_list(evicted);	/* not what the new entry needs */
 	e = fresh;
 	fresh = NULL;
+	pthread_mutex_unlock(&ibf_mon.lock);
+
+	handle = c->ops->reg(c->ctx, (void *)addr, len, access, &lkey);
+
+	pthread_mutex_lock(&ibf_mon.lock);
+	if (!handle || e->dead) {
+		/* Failed, or the memory changed while it was registered:
+		 * not cached (deregistered below, without the lock). */
+		if (!e->dead)
+			ibf_mr_cache_unlink(c, e);
+		fresh = e;
+		e = NULL;
+		*uncacheable = !!handle;
+		goto out;
+	}
+	e->handle = handle;
+	e->lkey = lkey;
+	handle = NULL;
+	c->regs++;
 out:
 	pthread_mutex_unlock(&ibf_mon.lock);
 	free(fresh);
+	if (handle)
+		c->ops->dereg(c->ctx, handle);
 	ibf_mr_cache_free_list(c, dead);
+	ibf_mr_cache_free_list(c, evicted);
 	return e;
 }
 
