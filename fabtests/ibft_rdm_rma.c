@@ -14,7 +14,14 @@
  *   ibft_rdm_rma -p PROV -s ADDR_A [-d ADDR_B]
  */
 #include <malloc.h>
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -519,9 +526,37 @@ out:
 	close_all();
 }
 
+/*
+ * IBFT_NO_UFFD=1: this process may not use userfaultfd (as a user whose
+ * kernel does not allow it), so the provider's registration cache cannot
+ * watch memory: every RMA must work all the same, registering per
+ * operation.  A seccomp filter answers the system call with ENOSYS.
+ */
+static int deny_userfaultfd(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_userfaultfd, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
 int main(int argc, char **argv)
 {
 	ibft_parse(argc, argv, "-s ADDR_A [-d ADDR_B]");
+	if (getenv("IBFT_NO_UFFD") && deny_userfaultfd()) {
+		fprintf(stderr, "ibft_rdm_rma: cannot deny userfaultfd: %s\n",
+			strerror(errno));
+		return 2;
+	}
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm_rma needs -s ADDR_A\n");
 		return 2;

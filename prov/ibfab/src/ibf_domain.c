@@ -48,13 +48,15 @@ struct ibf_mr_cache *ibf_domain_mr_cache(struct ibf_domain *dom)
 	if (!dom->mr_cache_tried && ibf_params.mr_cache_max) {
 		ret = ibf_mr_cache_open(&c, &ibf_domain_cache_ops, dom,
 					ibf_params.mr_cache_max);
-		if (ret)
+		static int said;
+
+		if (ret && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
 			IBF_INFO(FI_LOG_MR, "no registration cache (%s): large "
 				 "unregistered buffers are registered per "
-				 "operation\n", ret == -FI_ENOSYS ?
-				 "the kernel offers no userfaultfd events" :
+				 "operation, which is slower\n", ret == -FI_ENOSYS ?
+				 "userfaultfd is not available to this process" :
 				 fi_strerror(-ret));
-		else
+		else if (!ret)
 			dom->mr_cache = c;
 	}
 	__atomic_store_n(&dom->mr_cache_tried, 1, __ATOMIC_RELEASE);
