@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Shared helpers of the ibfab integration programs.  They use libfabric's
  * public API only and take the provider with -p, so each expectation can

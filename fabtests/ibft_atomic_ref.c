@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The reference the atomic tests check providers against: what an
  * operation makes of small values, computed plainly (ibft_atomic_ref.h).

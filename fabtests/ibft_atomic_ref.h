@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Atomic tests' reference (ibft_atomic_ref.c): element sizes, small
  * values written and read in any datatype, what each fi_op makes of old

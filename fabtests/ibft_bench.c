@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Latency and bandwidth over FI_EP_MSG, for any provider, in the manner
  * of perftest, so that the numbers sit beside ib_write_lat and friends:

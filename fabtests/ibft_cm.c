@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Connection management on FI_EP_MSG, server (-s ADDR) and client
  * (-d ADDR [-s ADDR]): private data with connect and accept, exactly as

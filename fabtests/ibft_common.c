@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 #include <dirent.h>
 #include <getopt.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Connection setup and data helpers shared by the MSG programs. */
 #include <arpa/inet.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * fi_getinfo as an application sees it: which domains are listed, whether
  * their attributes are usable, and whether hints that cannot be met give

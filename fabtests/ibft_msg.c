@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_MSG data transfer between a server (-s ADDR) and a client
  * (-d ADDR [-s ADDR]), one test per run (-t):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * ibft_msg_atomic: atomics on FI_EP_MSG endpoints (fi_atomic(3)), a
  * client (-d ADDR [-s ADDR]) on a server's memory (-s ADDR).

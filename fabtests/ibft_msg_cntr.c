@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * ibft_msg_cntr: counters on FI_EP_MSG endpoints (fi_cntr(3)), between a
  * server (-s ADDR) and a client (-d ADDR [-s ADDR]).  One test per run:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Control objects: fabric, domain, MR, CQ, EQ opened and closed in loops
  * with no growth in file descriptors or memory, their wait objects, and

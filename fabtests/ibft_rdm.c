@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_RDM: address vectors, messaging and tag matching between
  * endpoints, for any provider (-p ibfab, -p "verbs;ofi_rxm").

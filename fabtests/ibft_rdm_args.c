@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_RDM: arguments no provider may trust (run by ibft_rdm -t args):
  * iov lengths whose sum wraps, and a claim with a stale context.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * ibft_rdm_atomic: atomics on RDM endpoints (fi_atomic(3)).
  *

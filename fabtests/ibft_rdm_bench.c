@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_RDM benchmarks for any provider: tagged ping-pong latency,
  * streaming bandwidth, and the memory an endpoint spends per connected

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_RDM cancel, and synchronous sends built as MPI libraries build
  * them (run by ibft_rdm -t cancel and -t ssend).

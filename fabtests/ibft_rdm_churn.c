@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * ibft_rdm_churn: a long-lived RDM endpoint (a server) whose peers come and
  * go must stay the same size.

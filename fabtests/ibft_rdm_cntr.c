@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * ibft_rdm_cntr: counters on RDM endpoints (fi_cntr(3)).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* RDM endpoints for the test and benchmark programs: see ibft_rdm_node.h. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM endpoints for the test and benchmark programs (ibft_rdm,
  * ibft_rdm_bench): each "node" is an endpoint with its own fabric, domain,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * One-sided FI_EP_RDM benchmarks for any provider with FI_RMA and
  * FI_ATOMIC, measured the way perftest measures raw verbs, so the two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_RDM tests with threads or second processes (run by ibft_rdm):
  * thread safety, simultaneous connects, a peer killed mid-run, a shared

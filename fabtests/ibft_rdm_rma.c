@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * ibft_rdm_rma: RMA on RDM endpoints (fi_rma(3)), between two endpoints
  * and from an endpoint to itself.

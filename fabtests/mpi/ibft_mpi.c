@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * MPI over any libfabric provider: what an MPI library's OFI layer asks of
  * it (tag matching, probes, synchronous sends, cancel, truncation, bursts,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * MPI one-sided communication over any transport, each result checked.
  * Built for Open MPI's osc rdma over the OFI BTL, where every put, get

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * MPI semantics over any transport: what MPI programs do beyond plain
  * point-to-point, each with its data checked.  The expectations are MPI's,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * ibf_match_bench: what one match costs in ibfab's tag matcher
  * (ibf_match.c) with 1, 100 and 10,000 receives posted, beside a plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * libFuzzer: an atomic request as a peer sends it (RDM and FI_EP_MSG's
  * framed mode both serve it with ibf_atomic_serve), and an answer as a

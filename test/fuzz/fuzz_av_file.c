@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * libFuzzer: a named AV's shared memory as another process (or user) may
  * have left it in /dev/shm, opened with FI_READ and looked up.  ibf_av_open

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * libFuzzer: the private data of an RDM connection request, accept and
  * reject, as a peer sends it (ibf_rdm_cm_*_parse).  A request is checked

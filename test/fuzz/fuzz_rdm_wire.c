@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * libFuzzer: an RDM arrival's payload as its receiver checks it before
  * acting on it: an RTS's segments against its length (ibf_rdm_rts_fits,

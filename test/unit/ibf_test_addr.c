@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Socket address helpers: parsing, comparing, printing. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

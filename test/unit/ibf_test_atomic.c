@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Atomics on the target's CPU (ibf_atomic.c): validity, each op's result,
  * and atomicity under threads mixing ops and widths on one word. */
 #include <criterion/criterion.h>

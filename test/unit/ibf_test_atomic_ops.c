@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The atomic request both endpoint kinds send (ibf_atomic_ops.c): the
  * API's arguments checked, a request built, served by a target (checked

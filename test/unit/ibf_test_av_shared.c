@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Named (FI_SHARED_AV) address vectors, with no device: a second creator
  * shares a live AV instead of truncating it, and an existing file is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* What a verbs completion becomes in the application's CQ entry. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Each verbs completion status gets its own libfabric error. */
 #include <criterion/criterion.h>
 #include <errno.h>

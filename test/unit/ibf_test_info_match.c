@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Hint matching and narrowing against a made-up device; no device needed. */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>

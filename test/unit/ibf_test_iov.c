@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Sums of application iov lengths (ibf_iov_sum, and ibf_fill_sge for
  * FI_EP_MSG's verbs segments): a sum that wraps past SIZE_MAX, or a

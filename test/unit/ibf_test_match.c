@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The tag matcher (ibf_match.c): posting order across exact and wildcard
  * receives, ignore bits, directed receives, unexpected messages in arrival

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* fi_mr_reg access bits to verbs access flags: remote only when asked. */
 #include <criterion/criterion.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The registration cache (ibf_mr_cache.c) with a fake registration: hits,
  * and that memory unmapped, remapped, discarded, or freed and allocated

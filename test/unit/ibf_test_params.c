@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* FI_IBFAB_* parameters: defaults, values, out-of-range values. */
 #include <criterion/criterion.h>
 #include <stdlib.h>

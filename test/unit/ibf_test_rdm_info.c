@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* FI_EP_RDM: the template, what Open MPI asks for, names of endpoints. */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>

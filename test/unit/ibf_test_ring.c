@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Work request rings: slots retire in order, across the wrap. */
 #include <criterion/criterion.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * ibf_hostile: an RDM endpoint of ibfab against a peer that lies.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Atomic operations, executed by the CPU of the target (ibf_atomic.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * fi_ops_atomic of both endpoint kinds, and the request they send
  * (ibf_atomic_ops.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Tag matching: the posted receives and the unexpected messages of an
  * endpoint, one mechanism for every endpoint type that matches in software.

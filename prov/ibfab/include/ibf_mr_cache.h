@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The registration cache (ibf_mr_cache.c): registrations ibfab makes of
  * the application's buffers for its own use, kept for the next operation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Posting work requests: the data path of FI_EP_MSG endpoints.
  *

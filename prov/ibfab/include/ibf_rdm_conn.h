@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM connections: the layer under the protocol (ibf_rdm_conn.c, and the
  * rdma_cm side of it in ibf_rdm_cm.c).

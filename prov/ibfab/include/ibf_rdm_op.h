@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM operations: the bottom layer of the RDM engine (ibf_rdm_op.c).
  *

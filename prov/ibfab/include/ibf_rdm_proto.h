@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The RDM protocol: messages on top of connections (ibf_rdm_proto.c for
  * eager messages, matching and progress; ibf_rdm_rndv.c for rendezvous).

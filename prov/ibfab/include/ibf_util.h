@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Small helpers that providers inside libfabric take from its util code,
  * which an external provider cannot use.  Written once, here.

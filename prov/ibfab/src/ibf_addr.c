@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Socket addresses: how ibfab names endpoints (FI_SOCKADDR_IN/IN6). */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Atomic operations on the target's CPU (ibf_atomic.h says why).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * fi_ops_atomic for RDM and FI_EP_MSG endpoints, and the request format
  * both send (ibf_atomic_ops.h).  The API calls are the same for both; each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Address vectors: a table of RDM endpoint names (sockaddrs).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Connection management of FI_EP_MSG endpoints over librdmacm: fi_connect,
  * fi_accept, fi_shutdown, names, and the rdma_cm events that become

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Counters (fi_cntr): a count of completed operations and one of failed
  * ones, bound to endpoints for some of their operations.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Completion queue: an ibv_cq, polled in batches, each verbs completion
  * written straight into the caller's buffer in the format it asked for.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Domain: one verbs device and a protection domain.  The ibv_context comes
  * from librdmacm's device list, not ibv_open_device(), because rdma_cm ids

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_MSG endpoints: an RC queue pair on an rdma_cm id.
  *

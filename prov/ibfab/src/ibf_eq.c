@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Event queue: connection events from an rdma_cm event channel, turned
  * into fi_eq entries by the endpoint that owns each id, plus anything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Error codes: each verbs status gets its own libfabric error. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Fabric: an RDMA network.  It owns the EQs and the domains opened on it. */
 #include "config.h"
 

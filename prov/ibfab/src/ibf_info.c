@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Discovery and fi_getinfo.  An fi_info is offered for each (verbs device,
  * ACTIVE port, IP address) that librdmacm can bind: on InfiniBand an IPoIB

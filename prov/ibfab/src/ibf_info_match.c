@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * fi_info templates and hint matching.  Pure functions of their arguments:
  * no device is touched here, so the unit tests cover all of it.

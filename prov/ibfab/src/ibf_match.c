@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Tag matching: see ibf_match.h. */
 #include "config.h"
 

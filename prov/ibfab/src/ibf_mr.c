@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Memory regions.  desc is the ibf_mr itself (the data path reads its lkey);
  * the key is the rkey.  Remote rights are granted only when asked for.

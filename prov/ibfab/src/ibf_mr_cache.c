@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The registration cache and the memory monitor behind it
  * (ibf_mr_cache.h says what and why).

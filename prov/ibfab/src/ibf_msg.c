@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* fi_send and fi_recv families on FI_EP_MSG endpoints. */
 #include "config.h"
 

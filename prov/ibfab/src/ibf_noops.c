@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Operation tables for what an endpoint does not support, so that a call
  * outside its capabilities answers -FI_ENOSYS instead of jumping to NULL.

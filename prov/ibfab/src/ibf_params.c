@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Runtime parameters.  Each is defined with fi_param_define, so that
  * `fi_info -e` lists it as FI_IBFAB_<NAME>, and read once at load.

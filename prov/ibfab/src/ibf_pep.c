@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Passive endpoints: an rdma_cm id that listens.  Each connection request
  * becomes an FI_CONNREQ entry whose fi_info carries the request's id in a

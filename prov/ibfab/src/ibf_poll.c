@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Poll sets: fi_poll over CQs and counters of a domain.  A poll reads
  * nothing out of the CQs; it progresses each and names those with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* The provider's entry point: what libfabric's core loads and calls. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM atomics: fi_atomic, fi_fetch_atomic, fi_compare_atomic and their
  * msg, iov and inject forms, to any peer of the AV (self included).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM connections, the rdma_cm side: the endpoint's thread, connecting,
  * accepting, retrying, and the life cycle of the listener (see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM connections: records, QPs, credits, queues, and their end
  * (ibf_rdm_conn.h).  The rdma_cm side, run by the endpoint's thread, is in

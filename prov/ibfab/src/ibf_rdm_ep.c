@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_RDM endpoints: life cycle (see ibf_rdm.h for the design).
  *

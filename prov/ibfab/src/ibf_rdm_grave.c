@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM connections: the end of an id and its QP (ibf_rdm_conn.h).
  *

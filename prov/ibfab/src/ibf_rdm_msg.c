@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM fi_msg and fi_tagged: the API layer of the RDM engine (ibf_rdm.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM operations: pools, bounces and completion (ibf_rdm_op.h).
  * ep->lock held unless said otherwise.

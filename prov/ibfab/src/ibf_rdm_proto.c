@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * The RDM protocol: eager messages, arrivals, matching and progress
  * (ibf_rdm_proto.h; rendezvous is in ibf_rdm_rndv.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM RMA: fi_write, fi_read and their kin, to any peer of the AV (the
  * endpoint's own address included), over the peer's RC QP, made on first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * RDM rendezvous: messages above the eager size (ibf_rdm_proto.h).
  *

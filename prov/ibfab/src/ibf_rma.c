@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* fi_write and fi_read families: RDMA WRITE (with immediate) and READ. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Shared receive contexts (fi_srx_context): an SRQ whose receives any
  * bound FI_EP_MSG endpoint may consume, so receive buffers do not grow with

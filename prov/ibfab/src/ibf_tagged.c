@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Tagged mode of FI_EP_MSG endpoints (opened with FI_TAGGED).
  *

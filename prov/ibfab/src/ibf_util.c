@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /* Helpers libfabric keeps in its util code, which we cannot link to. */
 #include "config.h"
 
