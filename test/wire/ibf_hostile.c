@@ -33,6 +33,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "ibf_atomic_ops.h"	/* the atomic request format */
 #include "ibf_rdm.h"	/* the wire format, and names */
 #include "ibft.h"
 #include "ibft_rdm_node.h"
@@ -564,6 +565,93 @@ static void oversized_message(struct node *a)
 	rogue_close(&g);
 }
 
+/* R posts one receive, into the last slot of its buffer; rogue_recv_wait
+ * waits for it: the bytes received, or -1. */
+static int rogue_recv(struct rogue *g, uint8_t **at)
+{
+	struct ibv_sge sge = { (uintptr_t)g->buf + (ROGUE_DEPTH - 1) * ROGUE_BUF,
+			       ROGUE_BUF, g->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	*at = (uint8_t *)(uintptr_t)sge.addr;
+	return ibv_post_recv(g->id->qp, &wr, &bad) ? -1 : 0;
+}
+
+static int rogue_recv_wait(struct rogue *g, int ms)
+{
+	struct ibv_wc wc;
+	long end = now_ms() + ms;
+
+	while (now_ms() < end) {
+		poll_all();
+		if (ibv_poll_cq(g->cq, 1, &wc) == 1) {
+			if (wc.wr_id == 1)
+				return wc.status == IBV_WC_SUCCESS ? (int)wc.byte_len : -1;
+			g->outstanding--;	/* one of its sends */
+		}
+	}
+	return -1;
+}
+
+/*
+ * Item 1 of the safety review, from the wire: R sends an atomic fetching
+ * OR of 0 on a region T registered FI_REMOTE_WRITE alone.  T answers
+ * -FI_EACCES and sends back nothing of the region.
+ */
+static void fetch_from_write_only(void)
+{
+	static uint64_t secret[2] __attribute__((aligned(64)));
+	uint8_t msg[sizeof(struct ibf_rdm_hdr) + sizeof(struct ibf_atomic_req) + 8];
+	struct ibf_atomic_req *req = (void *)(msg + sizeof(struct ibf_rdm_hdr));
+	const struct ibf_atomic_req *ans;
+	struct fid_mr *mr = NULL;
+	struct rogue g = { 0 };
+	struct node *t;
+	uint8_t *at = NULL;
+	int ok, got = -1;
+
+	secret[0] = 0x5ec2e75ec2e75ec2ull;
+	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+		       FI_MR_LOCAL | FI_MR_ENDPOINT;
+	t = node_open(0, FI_TAGGED | FI_ATOMIC, 0);
+	want_mr_mode = 0;
+	ok = t && !node_mr_reg(t, secret, sizeof(secret), FI_REMOTE_WRITE, &mr) &&
+	     !rogue_connect(&g, ibft_opts.dst, ibft_opts.dst, 50127,
+			    (struct sockaddr *)t->name) && !rogue_recv(&g, &at);
+	if (!IBFT_CHECK(ok, "hostile-atomic-setup", "T, its region or R"))
+		goto out;
+	memset(msg, 0, sizeof(msg));
+	hdr_init((void *)msg, IBF_RDM_ATOMIC, g.mine, 0);
+	req->addr = (uintptr_t)secret;
+	req->key = fi_mr_key(mr);
+	req->cookie = 7;
+	req->count = 1;
+	req->op = FI_BOR;
+	req->datatype = FI_UINT64;
+	req->kind = IBF_ATOMIC_FETCH;
+	ok = !rogue_send(&g, msg, sizeof(msg));
+	got = ok ? rogue_recv_wait(&g, WAIT_MS) : -1;
+	ans = (const void *)(at + sizeof(struct ibf_rdm_hdr));
+	ok = got >= (int)(sizeof(struct ibf_rdm_hdr) + sizeof(*ans)) &&
+	     ans->status == -FI_EACCES &&
+	     got == (int)(sizeof(struct ibf_rdm_hdr) + sizeof(*ans));
+	IBFT_CHECK(ok, "hostile-atomic-fetch-write-only", "a fetching atomic on "
+		   "a region a peer may only write: answer of %d bytes, status "
+		   "%d%s", got, got > 0 ? ans->status : 0,
+		   got > (int)(sizeof(struct ibf_rdm_hdr) + sizeof(*ans)) &&
+		   !memcmp((const uint8_t *)(ans + 1), secret, 8) ?
+		   " with the region's contents" : "");
+out:
+	rogue_close(&g);
+	if (t && t->ep) {
+		fi_close(&t->ep->fid);
+		t->ep = NULL;
+	}
+	if (mr)
+		fi_close(&mr->fid);
+	node_close(t);
+}
+
 int main(int argc, char **argv)
 {
 	size_t big = 1 << 20;
@@ -715,6 +803,7 @@ int main(int argc, char **argv)
 	oversized_message(ns[0]);
 	self_claim_flood(ns[0]);
 	forged_rma_notices();
+	fetch_from_write_only();
 	IBFT_CHECK(rogue_tiebreak_liar(ns[0], ibft_opts.dst, 30000),
 		   "hostile-tiebreak-liar", "A's send to a peer that refused it as "
 		   "the winner of a simultaneous connect, and never connected, did "
