@@ -332,19 +332,6 @@ out:
 	close_all();
 }
 
-static ssize_t peek(struct node *n, uint64_t tag, uint64_t flags,
-		    struct fi_context *ctx, void *buf, size_t len)
-{
-	struct iovec iov = { buf, len };
-	struct fi_msg_tagged m = {
-		.msg_iov = buf ? &iov : NULL, .iov_count = buf ? 1 : 0,
-		.addr = FI_ADDR_UNSPEC, .tag = tag, .ignore = 0,
-		.context = ctx,
-	};
-
-	return POST(fi_trecvmsg(n->ep, &m, flags));
-}
-
 /* Peek until the message is there; returns its completion's error. */
 static int peek_until(struct node *n, uint64_t tag, uint64_t flags,
 		      struct fi_context *ctx, struct comp *c)
@@ -352,7 +339,7 @@ static int peek_until(struct node *n, uint64_t tag, uint64_t flags,
 	long end = now_ms() + WAIT_MS;
 
 	do {
-		if (peek(n, tag, flags, ctx, NULL, 0) || wait_comp(n, c, WAIT_MS))
+		if (trecv_flags(n, tag, flags, ctx, NULL, 0) || wait_comp(n, c, WAIT_MS))
 			return -1;
 	} while (c->err == FI_ENOMSG && now_ms() < end);
 	return c->err;
@@ -371,7 +358,7 @@ static void test_peek(void)
 	ns[1] = node_open(1, FI_TAGGED, 0);
 	if (!ns[0] || !ns[1] || insert_all(ns, 2))
 		goto out;
-	ok = !peek(ns[1], 5, FI_PEEK, &ctx, NULL, 0) && !wait_comp(ns[1], &c, WAIT_MS);
+	ok = !trecv_flags(ns[1], 5, FI_PEEK, &ctx, NULL, 0) && !wait_comp(ns[1], &c, WAIT_MS);
 	IBFT_CHECK(ok && c.err == FI_ENOMSG && c.e.op_context == &ctx,
 		   "rdm-peek-miss", "err %d, want FI_ENOMSG", c.err);
 
@@ -386,7 +373,7 @@ static void test_peek(void)
 
 	ok = !peek_until(ns[1], 6, FI_PEEK | FI_CLAIM, &ctx, &c) && c.e.len == big;
 	memset(r, 0, big);
-	ok = ok && !peek(ns[1], 6, FI_CLAIM, &ctx, r, big) &&
+	ok = ok && !trecv_flags(ns[1], 6, FI_CLAIM, &ctx, r, big) &&
 	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
 	IBFT_CHECK(ok && c.e.len == big && ibft_verify(r, big, 6), "rdm-peek-claim",
 		   "claimed %zu bytes, data %s", c.e.len,
@@ -394,7 +381,7 @@ static void test_peek(void)
 
 	/* PEEK | DISCARD drops it: a second peek misses. */
 	ok = !peek_until(ns[1], 5, FI_PEEK | FI_DISCARD, &ctx, &c);
-	ok = ok && !peek(ns[1], 5, FI_PEEK, &ctx, NULL, 0) &&
+	ok = ok && !trecv_flags(ns[1], 5, FI_PEEK, &ctx, NULL, 0) &&
 	     !wait_comp(ns[1], &c, WAIT_MS);
 	IBFT_CHECK(ok && c.err == FI_ENOMSG, "rdm-peek-discard",
 		   "the discarded message is still there (err %d)", c.err);
@@ -417,7 +404,7 @@ static void test_peek(void)
 		IBFT_EXPECT(fi_trecvmsg(ns[1]->ep, &m, FI_CLAIM), -FI_EINVAL,
 			    "rdm-claim-too-many-iovs");
 	}
-	ok = ok && !peek(ns[1], 8, FI_CLAIM | FI_DISCARD, &ctx, NULL, 0) &&
+	ok = ok && !trecv_flags(ns[1], 8, FI_CLAIM | FI_DISCARD, &ctx, NULL, 0) &&
 	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
 	IBFT_CHECK(ok, "rdm-claim-discard", "no completion");
 	/* The three sends complete (small, big, discarded big). */

@@ -49,19 +49,6 @@ out:
 	close_all();
 }
 
-/* fi_trecvmsg with flags (FI_PEEK, FI_CLAIM...) for one tag. */
-static ssize_t trecv_flags(struct node *n, uint64_t tag, uint64_t flags,
-			   struct fi_context *ctx, void *buf, size_t len)
-{
-	struct iovec iov = { buf, len };
-	struct fi_msg_tagged m = {
-		.msg_iov = buf ? &iov : NULL, .iov_count = buf ? 1 : 0,
-		.addr = FI_ADDR_UNSPEC, .tag = tag, .context = ctx,
-	};
-
-	return fi_trecvmsg(n->ep, &m, flags);
-}
-
 /*
  * FI_CLAIM with a stale context: a copy of the context of a claim that
  * was completed already, whose message buffer by then holds another,

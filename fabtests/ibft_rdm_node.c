@@ -141,6 +141,19 @@ int node_mr_reg(struct node *n, void *buf, size_t len, uint64_t access,
 	return ret;
 }
 
+ssize_t trecv_flags(struct node *n, uint64_t tag, uint64_t flags,
+		    struct fi_context *ctx, void *buf, size_t len)
+{
+	struct iovec iov = { buf, len };
+	struct fi_msg_tagged m = {
+		.msg_iov = buf ? &iov : NULL, .iov_count = buf ? 1 : 0,
+		.addr = FI_ADDR_UNSPEC, .tag = tag, .ignore = 0,
+		.context = ctx,
+	};
+
+	return POST(fi_trecvmsg(n->ep, &m, flags));
+}
+
 void node_close(struct node *n)
 {
 	int i;

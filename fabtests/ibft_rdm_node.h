@@ -83,6 +83,11 @@ int wait_comp_alone(struct node *n, struct comp *out, int timeout_ms);
 int idle(struct node *n, int ms);
 uint8_t *xbuf(size_t len);
 
+/* fi_trecvmsg of tag (ignore 0, any source) with flags (FI_PEEK,
+ * FI_CLAIM, FI_DISCARD...) into buf, retried while -FI_EAGAIN. */
+ssize_t trecv_flags(struct node *n, uint64_t tag, uint64_t flags,
+		    struct fi_context *ctx, void *buf, size_t len);
+
 /* Post, retrying while the provider says -FI_EAGAIN. */
 #define POST(call) ({ ssize_t _r; long _end = now_ms() + WAIT_MS;	\
 	while ((_r = (call)) == -FI_EAGAIN && now_ms() < _end)		\

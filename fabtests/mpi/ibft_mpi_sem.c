@@ -601,22 +601,36 @@ static int ssend_round(MPI_Comm comm, int to, int n, unsigned seed)
 	return ok;
 }
 
-static void test_ssend(void)
+/*
+ * round() for each size, to self (seeds from seed) and to the pair's
+ * other rank (from seed + 10), then plain traffic on the same tags and
+ * nothing left over: one check for self, one for the pair.
+ */
+typedef int (*sync_round)(MPI_Comm comm, int to, int n, unsigned seed);
+static void self_and_pair(sync_round round, unsigned seed, const char *self_check,
+			  const char *pair_check)
 {
 	MPI_Comm pair = pair_comm();
-	int i, ok_self = 1, ok_pair = 1, prank, psize;
+	int i, ok_self = 1, ok_pair = 1, prank, psize, to;
 
 	MPI_Comm_rank(pair, &prank);
 	MPI_Comm_size(pair, &psize);
+	to = (prank + 1) % psize;
 	for (i = 0; i < NSSEND; i++) {
-		ok_self &= ssend_round(MPI_COMM_SELF, 0, ssend_sizes[i], 40 + i);
-		ok_pair &= ssend_round(pair, (prank + 1) % psize, ssend_sizes[i], 50 + i);
+		ok_self &= round(MPI_COMM_SELF, 0, ssend_sizes[i], seed + (unsigned)i);
+		ok_pair &= round(pair, to, ssend_sizes[i], seed + 10 + (unsigned)i);
 	}
 	ok_self &= same_tag_traffic(MPI_COMM_SELF, 0) && comm_quiet(MPI_COMM_SELF);
-	ok_pair &= same_tag_traffic(pair, (prank + 1) % psize) && comm_quiet(pair);
-	check(ok_self, "issend-self-completes-after-its-receive");
-	check(ok_pair, "issend-pair-completes-after-its-receive");
+	ok_pair &= same_tag_traffic(pair, to) && comm_quiet(pair);
+	check(ok_self, self_check);
+	check(ok_pair, pair_check);
 	MPI_Comm_free(&pair);
+}
+
+static void test_ssend(void)
+{
+	self_and_pair(ssend_round, 40, "issend-self-completes-after-its-receive",
+		      "issend-pair-completes-after-its-receive");
 }
 
 /*
@@ -657,20 +671,8 @@ static int cancel_round(MPI_Comm comm, int to, int n, unsigned seed)
 
 static void test_ssend_cancel(void)
 {
-	MPI_Comm pair = pair_comm();
-	int i, ok_self = 1, ok_pair = 1, prank, psize;
-
-	MPI_Comm_rank(pair, &prank);
-	MPI_Comm_size(pair, &psize);
-	for (i = 0; i < NSSEND; i++) {
-		ok_self &= cancel_round(MPI_COMM_SELF, 0, ssend_sizes[i], 60 + i);
-		ok_pair &= cancel_round(pair, (prank + 1) % psize, ssend_sizes[i], 70 + i);
-	}
-	ok_self &= same_tag_traffic(MPI_COMM_SELF, 0) && comm_quiet(MPI_COMM_SELF);
-	ok_pair &= same_tag_traffic(pair, (prank + 1) % psize) && comm_quiet(pair);
-	check(ok_self, "issend-self-cancel-then-receive");
-	check(ok_pair, "issend-pair-cancel-then-receive");
-	MPI_Comm_free(&pair);
+	self_and_pair(cancel_round, 60, "issend-self-cancel-then-receive",
+		      "issend-pair-cancel-then-receive");
 }
 
 int main(int argc, char **argv)
