@@ -282,12 +282,12 @@ Test(atomic_ops, region_held_while_applied)
 	size_t answer;
 
 	cr_assert_eq(ibf_mr_target_hold(&dom, vmr.rkey, (uintptr_t)target, 8,
-					IBV_ACCESS_REMOTE_WRITE), 0);
+					IBV_ACCESS_REMOTE_WRITE), &mr);
 	cr_assert(lock_busy(), "a close could unlink the region during the write");
 	ibf_mr_target_release(&dom);
 	cr_assert(!lock_busy());
-	cr_assert_neq(ibf_mr_target_hold(&dom, vmr.rkey ^ 1, (uintptr_t)target, 8,
-					 IBV_ACCESS_REMOTE_WRITE), 0);
+	cr_assert_null(ibf_mr_target_hold(&dom, vmr.rkey ^ 1, (uintptr_t)target, 8,
+					  IBV_ACCESS_REMOTE_WRITE));
 	cr_assert(!lock_busy(), "a refused check kept the lock");
 	cr_assert_eq(fetch_status(IBF_ATOMIC_FETCH, FI_SUM, &answer), 0);
 	cr_assert(!lock_busy(), "a served atomic kept the lock");

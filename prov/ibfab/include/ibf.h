@@ -242,14 +242,14 @@ extern struct fi_ops_mr ibf_mr_ops;
 /*
  * Whether [addr, addr + len) lies in a region of dom whose key is key and
  * which grants ibv_access (IBV_ACCESS_REMOTE_*), for requests whose key
- * and address come from a peer's bytes: 0 with dom->mr_lock held, so the
- * region stays registered (fi_close of it waits) while the caller touches
- * the memory, until ibf_mr_target_release; or -FI_EACCES, nothing held.
+ * and address come from a peer's bytes: that region, with dom->mr_lock
+ * held, so it stays registered (fi_close of it waits) while the caller
+ * touches the memory, until ibf_mr_target_release; or NULL, nothing held.
  * The caller touches only memory under the lock: no call that could take
  * another lock or unmap.
  */
-int ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key, uint64_t addr,
-		       size_t len, int ibv_access);
+struct ibf_mr *ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key,
+				  uint64_t addr, size_t len, int ibv_access);
 void ibf_mr_target_release(struct ibf_domain *dom);
 /* A peer wrote (read 0) or read (1) [addr, addr + len) of the region of
  * dom keyed key: its bound counter counts (FI_RMA_EVENT), if the key

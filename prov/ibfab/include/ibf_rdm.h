@@ -89,6 +89,8 @@ int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
  */
 uint64_t ibf_name_key(const struct ibf_name *name);
 void ibf_name_set_key(struct ibf_name *name, uint64_t key);
+/* The same on a sockaddr (AF_INET or AF_INET6; others untouched). */
+void ibf_sockaddr_set_key(struct sockaddr *sa, uint64_t key);
 /* The sockaddr for the kernel (rdma_cm): the key cleared. */
 void ibf_name_sockaddr(const struct ibf_name *name, struct sockaddr_storage *ss);
 /* have is the endpoint want names: the same name, or want is a plain

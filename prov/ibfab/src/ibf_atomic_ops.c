@@ -144,7 +144,7 @@ static int ibf_atomic_req_check(struct ibf_domain *dom,
 	    len != sizeof(*req) + (nopnd + ncmp) * size || req->addr % size)
 		return -FI_EINVAL;
 	return ibf_mr_target_hold(dom, req->key, req->addr, n * size,
-				  ibf_atomic_rights(op, kind));
+				  ibf_atomic_rights(op, kind)) ? 0 : -FI_EACCES;
 }
 
 size_t ibf_atomic_serve(struct ibf_domain *dom, void *wire, size_t len,

@@ -54,14 +54,17 @@ uint64_t ibf_name_key(const struct ibf_name *name)
 	return key;
 }
 
-void ibf_name_set_key(struct ibf_name *name, uint64_t key)
+void ibf_sockaddr_set_key(struct sockaddr *sa, uint64_t key)
 {
-	struct sockaddr *sa = (void *)name->bytes;
-
 	if (sa->sa_family == AF_INET)
 		memcpy(((struct sockaddr_in *)sa)->sin_zero, &key, sizeof(key));
 	else if (sa->sa_family == AF_INET6)
 		((struct sockaddr_in6 *)sa)->sin6_flowinfo = (uint32_t)key;
+}
+
+void ibf_name_set_key(struct ibf_name *name, uint64_t key)
+{
+	ibf_sockaddr_set_key((struct sockaddr *)name->bytes, key);
 }
 
 /* The name as the kernel takes it: the key cleared. */
@@ -76,16 +79,15 @@ void ibf_name_sockaddr(const struct ibf_name *name, struct sockaddr_storage *ss)
 
 int ibf_name_matches(const struct ibf_name *want, const struct ibf_name *have)
 {
-	struct ibf_name a, b;
+	struct ibf_name plain;
 
 	if (!memcmp(want, have, sizeof(*want)))
 		return 1;
 	if (ibf_name_key(want))
 		return 0;
-	a = *want;
-	b = *have;
-	ibf_name_set_key(&b, 0);
-	return !memcmp(&a, &b, sizeof(a));
+	plain = *have;
+	ibf_name_set_key(&plain, 0);
+	return !memcmp(want, &plain, sizeof(plain));
 }
 
 int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,

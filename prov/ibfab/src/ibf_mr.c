@@ -79,8 +79,8 @@ static struct ibf_mr *ibf_mr_by_key(struct ibf_domain *dom, uint64_t key)
 	return NULL;
 }
 
-int ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key, uint64_t addr,
-		       size_t len, int ibv_access)
+struct ibf_mr *ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key,
+				  uint64_t addr, size_t len, int ibv_access)
 {
 	struct ibf_mr *mr;
 	uint64_t start, end;
@@ -92,10 +92,10 @@ int ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 		end = start + mr->mr->length;
 		if (addr >= start && addr + len <= end && addr + len >= addr &&
 		    (mr->ibv_access & ibv_access) == ibv_access)
-			return 0;	/* held until ibf_mr_target_release */
+			return mr;	/* held until ibf_mr_target_release */
 	}
 	pthread_mutex_unlock(&dom->mr_lock);
-	return -FI_EACCES;
+	return NULL;
 }
 
 void ibf_mr_target_release(struct ibf_domain *dom)
@@ -106,10 +106,11 @@ void ibf_mr_target_release(struct ibf_domain *dom)
 void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 			 uint64_t len, int read)
 {
-	struct ibf_mr *mr;
+	struct ibf_mr *mr = ibf_mr_target_hold(dom, key, addr, len, read ?
+					       IBV_ACCESS_REMOTE_READ :
+					       IBV_ACCESS_REMOTE_WRITE);
 
-	if (ibf_mr_target_hold(dom, key, addr, len, read ? IBV_ACCESS_REMOTE_READ :
-			       IBV_ACCESS_REMOTE_WRITE)) {
+	if (!mr) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_MR, "a peer told of a remote "
 			       "%s of %llu bytes at %#llx, key %#llx, that the "
 			       "key does not grant: not counted\n",
@@ -117,7 +118,6 @@ void ibf_mr_remote_event(struct ibf_domain *dom, uint64_t key, uint64_t addr,
 			       (unsigned long long)addr, (unsigned long long)key);
 		return;
 	}
-	mr = ibf_mr_by_key(dom, key);
 	if (mr->cntr[read])
 		ibf_cntr_count(mr->cntr[read], 0);
 	ibf_mr_target_release(dom);

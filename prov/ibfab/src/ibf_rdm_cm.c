@@ -662,10 +662,7 @@ int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	}
 	memset(&src, 0, sizeof(src));
 	memcpy(&src, info->src_addr, info->src_addrlen);
-	if (src.ss_family == AF_INET)	/* a key in src_addr is not the kernel's */
-		memset(((struct sockaddr_in *)&src)->sin_zero, 0, 8);
-	else if (src.ss_family == AF_INET6)
-		((struct sockaddr_in6 *)&src)->sin6_flowinfo = 0;
+	ibf_sockaddr_set_key((struct sockaddr *)&src, 0);	/* not the kernel's */
 	ep->channel = rdma_create_event_channel();
 	if (!ep->channel)
 		return ibf_errno_to_fi(errno);

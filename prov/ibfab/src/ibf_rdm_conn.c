@@ -390,20 +390,33 @@ void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, int state)
 	__atomic_store_n(&conn->state, state, __ATOMIC_RELEASE);
 }
 
+/* cm_lock held.  The record of exactly name, and (*bucket) where any
+ * record of its address and port would be. */
+static struct ibf_rdm_conn *ibf_rdm_conn_exact(struct ibf_rdm_ep *ep,
+					       const struct ibf_name *name,
+					       struct ibf_rdm_conn **bucket)
+{
+	struct ibf_rdm_conn *conn;
+
+	*bucket = ep->by_name ? ep->by_name[ibf_name_hash(name) & ep->by_name_mask] :
+		  NULL;
+	for (conn = *bucket; conn; conn = conn->name_next)
+		if (!memcmp(&conn->name, name, sizeof(*name)))
+			return conn;
+	return NULL;
+}
+
 /* cm_lock held.  The sending connection to name, if there is one: the
  * same name, else (name a plain address) the endpoint's at that address. */
 struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
 				       const struct ibf_name *name)
 {
-	struct ibf_rdm_conn *conn, *first;
+	struct ibf_rdm_conn *conn, *bucket;
 
-	if (!ep->by_name)
-		return NULL;
-	first = ep->by_name[ibf_name_hash(name) & ep->by_name_mask];
-	for (conn = first; conn; conn = conn->name_next)
-		if (!memcmp(&conn->name, name, sizeof(*name)))
-			return conn;
-	for (conn = first; conn && !ibf_name_key(name); conn = conn->name_next)
+	conn = ibf_rdm_conn_exact(ep, name, &bucket);
+	if (conn || ibf_name_key(name))
+		return conn;
+	for (conn = bucket; conn; conn = conn->name_next)
 		if (ibf_name_matches(name, &conn->name))
 			return conn;
 	return NULL;
@@ -412,16 +425,12 @@ struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
 struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep *ep,
 					const struct ibf_name *name)
 {
-	struct ibf_rdm_conn *conn;
+	struct ibf_rdm_conn *conn, *bucket;
 
-	if (!ep->by_name)
-		return NULL;
-	conn = ep->by_name[ibf_name_hash(name) & ep->by_name_mask];
-	for (; conn; conn = conn->name_next)
-		if (!memcmp(&conn->name, name, sizeof(*name)))
-			return conn;
-	conn = ep->by_name[ibf_name_hash(name) & ep->by_name_mask];
-	for (; conn; conn = conn->name_next) {
+	conn = ibf_rdm_conn_exact(ep, name, &bucket);
+	if (conn)
+		return conn;
+	for (conn = bucket; conn; conn = conn->name_next) {
 		if (!ibf_name_key(&conn->name) && ibf_name_matches(&conn->name, name)) {
 			/* The application named it by address: this is the
 			 * endpoint there (the bucket does not change). */

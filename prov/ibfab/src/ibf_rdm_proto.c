@@ -291,7 +291,7 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 
 	if (unlikely(wc->status != IBV_WC_SUCCESS)) {
-		struct ibf_rdm_conn *conn = ibf_rdm_qp_conn(ep, wc->qp_num);
+		struct ibf_rdm_conn *conn;
 
 		if (wc->status != IBV_WC_WR_FLUSH_ERR) {
 			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a receive "
@@ -302,6 +302,7 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 				       "process)" : "");
 			/* Its QP is in error now: the connection ends, as
 			 * for a failed send, and the next send reconnects. */
+			conn = ibf_rdm_qp_conn(ep, wc->qp_num);
 			if (conn)
 				ibf_rdm_conn_broken(conn, ibf_rdm_arrival_epoch(conn,
 						    wc->qp_num),
