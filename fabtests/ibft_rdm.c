@@ -1213,7 +1213,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|ssend|args|trunc|cqdata|many|sread|burst|backlog|sharedav|poll|multirecv|auto|threads|simul|deadpeer|linkdown)");
+		   "directed|peek|cancel|ssend|args|trunc|cqdata|many|sread|burst|backlog|sharedav|poll|multirecv|auto|threads|simul|deadpeer|share|linkdown)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -1288,6 +1288,8 @@ int main(int argc, char **argv)
 		test_dead_peer();
 		test_messages_before_close();
 	}
+	if (t && !strcmp(t, "share"))	/* named only: wants few buffers */
+		test_fair_share();
 	if (t && !strcmp(t, "linkdown")) {	/* named only: it cuts the wire */
 		test_link_down();
 		test_link_down_stale_rts();

@@ -131,5 +131,7 @@ void victim_side(int in, int out);
 int shared_av_child(void);
 void test_receive_failure(void);
 int big_eager_side(int in, int out);
+/* ibft_rdm_share.c: one greedy peer does not starve the others. */
+void test_fair_share(void);
 
 #endif

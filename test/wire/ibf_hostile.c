@@ -17,7 +17,11 @@
  *     not know their keys);
  *   - as a listener A sends to: a refusal saying "I connect to you" (the
  *     answer to a simultaneous connect), and then never connecting;
- *   - a flood of connection requests it never completes.
+ *   - a flood of connection requests it never completes;
+ *   - (-t share, alone: it wants few buffers) a flood of messages no
+ *     receive is posted for, ignoring the credits A gives;
+ *   - (-t cap, alone: it wants a low connection cap) every connection A
+ *     keeps for peers that ask.
  * A must act on none of them, and its traffic with B must go on as if R
  * had not been there.  White-box by nature (R speaks ibfab's wire format,
  * from ibf_rdm.h), so it runs against ibfab only.
@@ -652,6 +656,118 @@ out:
 	node_close(t);
 }
 
+/*
+ * Item 5 of the safety review, from the wire: R floods T with messages no
+ * receive is posted for, and never waits for credits.  T has few eager
+ * buffers (-t share runs this alone, with FI_IBFAB_RDM_UNEXP_MAX=0 and
+ * FI_IBFAB_RX_SIZE=64): once R is past the credits T gave it, T ends
+ * R's connection, and a message C sends to a receive T posted arrives.
+ */
+static void share_flood(void)
+{
+	enum { N = 100 };
+	uint8_t msg[sizeof(struct ibf_rdm_hdr) + 16] = { 0 };
+	uint8_t r[16] = "", m[16] = "from C";
+	struct rogue g = { 0 }, g2 = { 0 };
+	struct node *ns[2];
+	struct comp c;
+	int ok, sent = 0, tries;
+
+	setenv("FI_IBFAB_RDM_UNEXP_MAX", "0", 1);
+	setenv("FI_IBFAB_RX_SIZE", "64", 1);
+	ns[0] = node_open(0, FI_TAGGED, 0);	/* T */
+	ns[1] = node_open(1, FI_TAGGED, 0);	/* C */
+	ok = ns[0] && ns[1] && !insert_all(ns, 2) &&
+	     !fi_trecv(ns[0]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 2, 0, r) &&
+	     !rogue_connect(&g, ibft_opts.dst, ibft_opts.dst, 50128,
+			    (struct sockaddr *)ns[0]->name);
+	if (!IBFT_CHECK(ok, "hostile-share-setup", "T, C and R connected to T"))
+		goto out;
+	hdr_init((void *)msg, IBF_RDM_EAGER, g.mine, 5);
+	while (sent < N && !rogue_send(&g, msg, sizeof(msg)))
+		sent++;
+	ok = !POST(fi_tsend(ns[1]->ep, m, sizeof(m), NULL, ns[1]->peer[0], 2, m)) &&
+	     has_comp(ns[0], r, 8000, &c) && !c.err && !strcmp((char *)r, "from C");
+	IBFT_CHECK(ok, "hostile-flood-others-go-on", "after R sent %d messages no "
+		   "receive was posted for, ignoring credits, C's message to a "
+		   "receive T had posted did not arrive in 8 s", sent);
+	rogue_drain(&g);
+	/* R keeps its connection (it never disconnects) and asks again: T
+	 * takes the request once it has ended R's first connection. */
+	for (tries = 0; tries < 20; tries++) {
+		if (!rogue_connect(&g2, ibft_opts.dst, ibft_opts.dst, 50128,
+				   (struct sockaddr *)ns[0]->name))
+			break;
+		rogue_close(&g2);
+		idle(ns[0], 250);
+	}
+	IBFT_CHECK(tries < 20, "hostile-flood-ends-connection", "R sent %d "
+		   "messages past the credits T gave it, and T kept its "
+		   "connection: R's new request was refused %d times", sent, tries);
+out:
+	rogue_close(&g2);
+	rogue_close(&g);
+	close_all();
+}
+
+/* R's eager tagged message reaches T's receive for any source, tag
+ * tag, within ms: 1 if it did. */
+static int rogue_reaches(struct rogue *g, struct node *t, uint64_t tag, int ms)
+{
+	uint8_t r[16] = "";
+	struct comp c;
+	int got;
+
+	if (fi_trecv(t->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, tag, 0, r))
+		return 0;
+	got = !rogue_eager(g, tag, "from R") && has_comp(t, r, ms, &c) && !c.err;
+	if (!got && !fi_cancel(&t->ep->fid, r))
+		has_comp(t, r, 1000, &c);	/* its cancellation, taken here */
+	return got;
+}
+
+/*
+ * Item 12c of the safety review: T keeps at most FI_IBFAB_RDM_MAX_CONNS
+ * (2 here; -t cap runs this alone) connections peers ask for.  R takes
+ * both with two names and uses the first; a new peer C still gets in:
+ * T closes the least recently used idle one (R's second), not R's first.
+ */
+static void conn_cap(void)
+{
+	uint8_t r[16] = "", m[16] = "from C";
+	struct rogue g1 = { 0 }, g2 = { 0 };
+	struct node *ns[2];
+	struct comp c;
+	int ok;
+
+	setenv("FI_IBFAB_RDM_MAX_CONNS", "2", 1);
+	ns[0] = node_open(0, FI_TAGGED, 0);	/* T */
+	ns[1] = node_open(1, FI_TAGGED, 0);	/* C */
+	ok = ns[0] && ns[1] && !insert_all(ns, 2) &&
+	     !rogue_connect_key(&g1, ibft_opts.dst, ibft_opts.dst, 50130, ROGUE_KEY,
+				(struct sockaddr *)ns[0]->name) &&
+	     !rogue_connect_key(&g2, ibft_opts.dst, ibft_opts.dst, 50131, ROGUE_KEY + 1,
+				(struct sockaddr *)ns[0]->name) &&
+	     rogue_reaches(&g1, ns[0], 6, WAIT_MS);
+	if (!IBFT_CHECK(ok, "hostile-cap-setup", "T, C, and R's two connections "
+			"to T (the first used)"))
+		goto out;
+	ok = !fi_trecv(ns[0]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 3, 0, r) &&
+	     !POST(fi_tsend(ns[1]->ep, m, sizeof(m), NULL, ns[1]->peer[0], 3, m)) &&
+	     has_comp(ns[0], r, WAIT_MS, &c) && !c.err && !strcmp((char *)r, "from C");
+	IBFT_CHECK(ok, "hostile-cap-new-peer-served", "with R holding T's two "
+		   "connections, a new peer's message did not arrive");
+	IBFT_CHECK(!rogue_reaches(&g2, ns[0], 7, 2000), "hostile-cap-lru-closed",
+		   "T keeps 2 connections, and a third peer came: R's idle one "
+		   "still delivers");
+	IBFT_CHECK(rogue_reaches(&g1, ns[0], 8, WAIT_MS), "hostile-cap-recent-kept",
+		   "T closed the connection R used last, not the idle one");
+out:
+	rogue_close(&g2);
+	rogue_close(&g1);
+	close_all();
+}
+
 int main(int argc, char **argv)
 {
 	size_t big = 1 << 20;
@@ -667,7 +783,7 @@ int main(int argc, char **argv)
 	uint32_t b_conn, i;
 	int ok;
 
-	ibft_parse(argc, argv, "A's address (-s), B's (-d)");
+	ibft_parse(argc, argv, "A's address (-s), B's (-d); -t share|cap");
 	if (strcmp(ibft_opts.prov, "ibfab")) {
 		printf("skip - hostile [%s]: speaks ibfab's wire format\n", ibft_opts.prov);
 		return ibft_finish();
@@ -675,6 +791,14 @@ int main(int argc, char **argv)
 	if (!ibft_opts.src || !ibft_opts.dst) {
 		fprintf(stderr, "ibf_hostile needs -s ADDR_A -d ADDR_B\n");
 		return 2;
+	}
+	if (ibft_opts.test && !strcmp(ibft_opts.test, "share")) {
+		share_flood();
+		return ibft_finish();
+	}
+	if (ibft_opts.test && !strcmp(ibft_opts.test, "cap")) {
+		conn_cap();
+		return ibft_finish();
 	}
 	/* Connects give up after 3 s (rogue_tiebreak_liar waits for it). */
 	setenv("FI_IBFAB_RDM_CONNECT_TIMEOUT", "3000", 0);

@@ -69,6 +69,7 @@ struct ibf_params {
 	size_t rdm_qp_depth;	/* send queue of each RDM queue pair */
 	size_t rdm_connect_ms;	/* RDM: how long a refused peer is retried */
 	size_t rdm_unexp_max;	/* RDM: extra eager buffers for a backlog */
+	size_t rdm_max_conns;	/* RDM: connections peers asked for, at most */
 	size_t mr_cache_max;	/* registration cache entries; 0: none */
 };
 extern struct ibf_params ibf_params;

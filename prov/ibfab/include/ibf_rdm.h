@@ -16,7 +16,8 @@
  *                      fi_tagged): checks arguments, then calls down
  *   protocol           ibf_rdm_proto.h: eager, RTS, READ, FIN; progress
  *   matcher            ibf_match.h: posted and unexpected queues
- *   connections        ibf_rdm_conn.h: peers, QPs, credits, queues,
+ *   connections        ibf_rdm_conn.h: peers, QPs, credits, queues, flow
+ *                      control (ibf_rdm_flow.c),
  *                      connect/accept/retry/teardown; reports up through
  *                      struct ibf_rdm_upcalls only
  *   operations         ibf_rdm_op.h: op pools, bounces, completion
@@ -163,6 +164,10 @@ struct ibf_rdm_ep {
 	struct ibf_qp_map *qp_map;	/* atomic pointer */
 	struct ibf_rdm_conn *conn_free;	/* reclaimed records (cm_lock) */
 	int reclaim_due;	/* a record may be reclaimable (cm_lock) */
+	/* A peer was refused at FI_IBFAB_RDM_MAX_CONNS: progress closes the
+	 * least recently used idle connection (cm_lock). */
+	int cap_due;
+	uint32_t use_tick;	/* counts uses: conn->last_use (atomic) */
 	/* Connections by peer name, chained (cm_lock); self halves not. */
 	struct ibf_rdm_conn **by_name;
 	uint32_t by_name_mask;
@@ -207,6 +212,10 @@ struct ibf_rdm_ep {
 	int multi_draining;
 	/* Remote CQ data that found no receive op free to carry it. */
 	struct ibf_rdm_list wdata_wait;
+	/* Peers' requests held now (each peer's: conn->held): a peer is
+	 * granted credits early while it holds at most half of the eager
+	 * buffers the others leave (ibf_rdm_proto.c, ibf_rdm_share). */
+	uint32_t held;
 	/* What one-sided work the endpoint did, said at close (FI_LOG_LEVEL
 	 * info): how a user sees that RMA and atomics went through ibfab. */
 	struct {
@@ -221,6 +230,18 @@ struct ibf_rdm_ep {
 static inline void ibf_rdm_bounce_arrived(struct ibf_rdm_ep *ep)
 {
 	ep->srq_posted--;
+}
+
+/* Note a use of conn (a send to or an arrival from its peer), for the
+ * choice of the least recently used at FI_IBFAB_RDM_MAX_CONNS. */
+static inline void ibf_rdm_conn_used(struct ibf_rdm_conn *conn)
+{
+	/* Atomic words (plain moves on x86): the connection thread reads
+	 * the tick when it accepts a peer. */
+	uint32_t t = __atomic_load_n(&conn->ep->use_tick, __ATOMIC_RELAXED) + 1;
+
+	__atomic_store_n(&conn->ep->use_tick, t, __ATOMIC_RELAXED);
+	__atomic_store_n(&conn->last_use, t, __ATOMIC_RELAXED);
 }
 
 /* Reads in flight per receive: enough to keep the link busy, few enough

@@ -49,6 +49,8 @@ struct ibf_rdm_upcalls {
 	/* FI_PROGRESS_AUTO: the endpoint's CQ channel fired (thread, no
 	 * lock held). */
 	void (*progress)(struct ibf_rdm_ep *ep);
+	/* Bounce b, which held a peer's request (b->req), is released. */
+	void (*request_done)(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
 };
 
 /*
@@ -129,7 +131,28 @@ struct ibf_rdm_conn {
 	} wimm_seen;
 	int reclaimed;		/* in ep->conn_free, for the next peer */
 	int reclaim_mark;	/* ibf_rdm_conns_reclaim's */
+	/*
+	 * Flow control (ibf_rdm_flow.c; wire format in ibf_rdm_wire.h).
+	 * As sender: requests we may still send this life (atomic; set by
+	 * the connection thread as a life starts, from the peer's private
+	 * data), and the most the peer said it takes.
+	 */
+	int window;
+	int window_max;
+	/* As receiver (ep->lock): requests the peer may still send in life
+	 * rx_life - 1 (0: none seen yet), credits it earned that are not
+	 * granted yet, and our grant op (one in flight at a time). */
+	int rx_left;
+	uint32_t rx_life;
+	uint32_t owed;
+	struct ibf_rdm_op *grant;
+	/* The protocol's (ep->lock): the peer's requests we hold now. */
+	uint32_t held;
+	/* ep->use_tick when last sent to or heard from, or accepted
+	 * (atomic). */
+	uint32_t last_use;
 };
+
 
 /* Drains out at once; the CQ has room for them beyond the ops' needs. */
 #define IBF_RDM_DRAINS 32
@@ -204,6 +227,45 @@ static inline int ibf_rdm_credit_take(struct ibf_rdm_conn *conn)
 }
 /* Give back a slot taken for a post that did not happen. */
 void ibf_rdm_credit_untake(struct ibf_rdm_conn *conn);
+
+/* ---- flow control (ibf_rdm_flow.c) ---- */
+
+/* Take a credit to send conn's peer a request: 1, or 0 if there is none
+ * (the caller says -FI_EAGAIN; a grant brings more). */
+static inline int ibf_rdm_window_take(struct ibf_rdm_conn *conn)
+{
+	int c = __atomic_load_n(&conn->window, __ATOMIC_RELAXED);
+
+	while (c > 0)
+		if (__atomic_compare_exchange_n(&conn->window, &c, c - 1, 0,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+void ibf_rdm_window_untake(struct ibf_rdm_conn *conn);
+/* A life of conn starts: the peer takes window requests before a grant
+ * (its private data's word; connection thread, cm_lock held). */
+void ibf_rdm_window_set(struct ibf_rdm_conn *conn, uint32_t window);
+/* The window this endpoint gives each peer (its private data's). */
+uint32_t ibf_rdm_window_ours(const struct ibf_rdm_ep *ep);
+/* A grant of n credits came on conn's QP in life epoch. */
+void ibf_rdm_grant_arrived(struct ibf_rdm_conn *conn, uint32_t epoch, uint32_t n);
+/* A request came from conn's peer in life epoch: 0, or -FI_EIO if it
+ * had no credit for it (the caller ends the connection). */
+int ibf_rdm_request_arrived(struct ibf_rdm_conn *conn, uint32_t epoch);
+/* The peer earned n credits back in life epoch: granted once enough are
+ * owed to be worth a message. */
+void ibf_rdm_credit_owe(struct ibf_rdm_conn *conn, uint32_t epoch, uint32_t n);
+/* op has completed: 1 if it was a connection's grant op. */
+int ibf_rdm_grant_done(struct ibf_rdm_op *op);
+/* conn's send queue has a slot again: what is owed may go now. */
+void ibf_rdm_grant_retry(struct ibf_rdm_conn *conn);
+/* Post wr for op on conn's QP (a slot taken for it): 0, -FI_EAGAIN when
+ * the send queue is full, -FI_ENOTCONN when conn has no QP. */
+int ibf_rdm_post_wr(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
+		    struct ibv_send_wr *wr);
+/* conn's queue may go on: it has slots and credits again (ep->lock). */
+void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn);
 /* Park op until conn has a free slot (ibf_rdm_upcalls.slots_freed). */
 void ibf_rdm_stall(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
 /* Take the first stalled op of conn while conn has a slot or has ended;
@@ -280,6 +342,10 @@ void ibf_rdm_graves_destroy(struct ibf_rdm_ep *ep);
 /* Records nothing names any more go back for reuse (progress, ep->lock
  * and cm_lock held). */
 void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep);
+/* At FI_IBFAB_RDM_MAX_CONNS: close the least recently used connection
+ * that nothing is in flight or waiting on, if any (progress, ep->lock and
+ * cm_lock held). */
+void ibf_rdm_conns_cap(struct ibf_rdm_ep *ep);
 /* An fi_addr went out of the AV: its record may be reusable; the next
  * progress looks (ep->lock held). */
 void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep *ep);

@@ -44,6 +44,7 @@ enum ibf_rdm_op_state {
 	IBF_RDM_TX_ATOMIC,	/* an atomic request sent, its answer awaited */
 	IBF_RDM_BOUNCE_CLAIMED,	/* holds a message an FI_PEEK | FI_CLAIM took
 				 * out of the unexpected queue for a claim */
+	IBF_RDM_GRANT,		/* a connection's credit grant, in flight */
 };
 
 /* What a send op posts (ibf_rdm_rma.c builds the RMA ones). */
@@ -63,6 +64,11 @@ struct ibf_rdm_op {
 	int tx_state;		/* a send: its state once posted (the protocol's) */
 	int uncounted;		/* a peek: not an operation counters count */
 	int is_bounce;
+	/* A bounce holding a peer's request (ibf_rdm_wire.h): counted in its
+	 * connection's held until released; credit_due: its credit is given
+	 * back when it is. */
+	int req;
+	int credit_due;
 	uint8_t *mem;		/* registered: header + eager payload */
 	uint32_t mem_lkey;
 	/* An application receive. */

@@ -22,8 +22,18 @@
  *          count operands, then count compare values)
  *   ATOMIC_RESP  its answer (the same struct, status set, then the old
  *          values if it fetched)
- * The connection layer (ibf_rdm_conn.h) sends PINGs and the private data of
- * rdma_cm requests; the protocol layer (ibf_rdm_proto.h) everything else.
+ * The connection layer (ibf_rdm_conn.h) sends PINGs, credit grants and the
+ * private data of rdma_cm requests; the protocol layer (ibf_rdm_proto.h)
+ * everything else.
+ *
+ * Flow control.  EAGER, RTS, ATOMIC and WDATA are requests: each may hold
+ * one of the receiver's eager buffers until the application takes it, so
+ * a peer sends one only with a credit.  A connection starts with the
+ * window the receiver put in its private data; the receiver grants
+ * credits back with a SEND WITH IMMEDIATE of no bytes (immediate: how
+ * many), as each request is done with, or while the peer holds less than
+ * its share of the receiver's buffers (ibf_rdm_flow.c).  A request
+ * beyond the credits given ends the connection.
  *
  * Nothing a peer writes here is trusted: the receiver knows the sender by
  * the QP a message came in on, and checks every length, count and cookie
@@ -89,6 +99,7 @@ struct ibf_rdm_cm_data {
 	uint32_t magic;
 	uint32_t conn;		/* the sender's index of this connection */
 	struct ibf_name name;	/* the connecting endpoint's address */
+	uint32_t window;	/* requests the sender takes before a grant */
 };
 #define IBF_RDM_CM_MAGIC 0x1bfad301u
 #define IBF_RDM_CM_TIEBREAK 0x1bfad3ffu	/* reject: use my connection */

@@ -27,6 +27,7 @@ static const struct ibf_params ibf_params_default = {
 	.rdm_qp_depth = 256,
 	.rdm_connect_ms = 10000,
 	.rdm_unexp_max = 16384,
+	.rdm_max_conns = 65536,
 	.mr_cache_max = 1024,
 };
 
@@ -64,8 +65,14 @@ static struct ibf_size_param ibf_size_params[] = {
 	  "Eager buffers an FI_EP_RDM endpoint may add, beyond FI_IBFAB_RX_SIZE, "
 	  "while messages wait for receives not posted yet; each costs "
 	  "FI_IBFAB_EAGER_SIZE of registered memory, allocated the first time "
-	  "the backlog reaches it and kept until the endpoint closes.  Past it, "
-	  "senders wait (RNR) until receives are posted (default: 16384)" },
+	  "the backlog reaches it and kept until the endpoint closes.  A peer "
+	  "holding more than half of what the others leave is slowed: its "
+	  "sends return -FI_EAGAIN until receives are posted (default: 16384)" },
+	{ "rdm_max_conns", &ibf_params.rdm_max_conns, 2, 65536,
+	  "Connections an FI_EP_RDM endpoint keeps that peers asked for; at "
+	  "the limit, a new peer's request closes the least recently used "
+	  "idle one (nothing in flight or waiting on it), which reconnects "
+	  "when used again (default: 65536)" },
 	{ "mr_cache_max", &ibf_params.mr_cache_max, 0, 1 << 20,
 	  "Registrations of application buffers ibfab keeps per domain for its "
 	  "own local use (large RDM receives and RMA from unregistered memory), "

@@ -45,6 +45,7 @@ static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	d->magic = IBF_RDM_CM_MAGIC;
 	d->conn = conn->index;
 	d->name = ep->name;
+	d->window = ibf_rdm_window_ours(ep);
 }
 
 /* ---- private data a peer sent: checked here, used nowhere else ---- */
@@ -251,7 +252,8 @@ static void ibf_rdm_reject(struct rdma_cm_id *id, uint32_t magic)
 
 /* Accept id as conn's connection (cm_lock held). */
 static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
-			   struct rdma_cm_id *id, uint32_t remote)
+			   struct rdma_cm_id *id, uint32_t remote,
+			   uint32_t window)
 {
 	struct ibf_rdm_cm_data d;
 	struct rdma_conn_param cp;
@@ -271,6 +273,11 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	 * and a rendezvous it sends is read (and answered) through conn->id.
 	 */
 	conn->remote = remote;
+	ibf_rdm_window_set(conn, window);
+	/* Just accepted counts as just used: not the first one the
+	 * connection cap closes. */
+	__atomic_store_n(&conn->last_use, __atomic_load_n(&ep->use_tick,
+			 __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 	__atomic_store_n(&conn->id, id, __ATOMIC_RELEASE);
 	if (rdma_accept(id, &cp)) {
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_accept: %s\n", strerror(errno));
@@ -376,6 +383,17 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 		ibf_rdm_bury(ep, id, NULL);
 		return;
 	}
+	if (!self && ep->nstate[IBF_CONN_CONNECTED] + ep->nstate[IBF_CONN_ACCEPTING] >=
+	    ibf_params.rdm_max_conns &&
+	    (!conn || conn->state == IBF_CONN_IDLE || conn->state == IBF_CONN_RETRY)) {
+		/* At the cap: the requester tries again (BUSY) once progress
+		 * has closed the least recently used idle connection. */
+		ibf_rdm_reject(id, IBF_RDM_CM_BUSY);
+		ibf_rdm_bury(ep, id, NULL);
+		ep->cap_due = 1;
+		ibf_rdm_set_pending(ep);
+		return;
+	}
 	if (!conn) {
 		conn = ibf_rdm_conn_new(ep, &d->name, self);
 		if (conn && self) {
@@ -420,7 +438,7 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 	default:
 		break;
 	}
-	ibf_rdm_accept(ep, conn, id, d->conn);
+	ibf_rdm_accept(ep, conn, id, d->conn, d->window);
 }
 
 static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
@@ -452,6 +470,7 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 		if (!ibf_name_key(&conn->name))	/* named by address: now known */
 			ibf_name_set_key(&conn->name, ibf_name_key(&d->name));
 		conn->remote = d->conn;
+		ibf_rdm_window_set(conn, d->window);
 	}
 	ibf_qp_set_rnr_timer(conn->id->qp);
 	conn->established = 1;
@@ -762,6 +781,7 @@ void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep)
 		struct ibf_rdm_conn *conn = ibf_rdm_conn_at(ep, i);
 
 		free(conn->probe);
+		free(conn->grant);
 		free(conn);
 	}
 	for (i = 0; i < IBF_CONN_DIRS; i++)

@@ -298,6 +298,8 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 	conn->fi_addr = FI_ADDR_NOTAVAIL;
 	conn->self = self;
 	conn->remote = 0;
+	conn->rx_life = 0;	/* the counts of the record's last peer */
+	conn->owed = 0;
 	conn->wimm_sent = 0;
 	memset(&conn->wimm_seen, 0, sizeof(conn->wimm_seen));
 	/*
@@ -351,7 +353,8 @@ void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
 			!conn->id && !conn->loser && !conn->ngraves &&
 			!conn->queue_head && !conn->stalled_head &&
 			(!conn->probe || __atomic_load_n(&conn->probe->state,
-							 __ATOMIC_ACQUIRE) != IBF_RDM_PROBE);
+							 __ATOMIC_ACQUIRE) != IBF_RDM_PROBE) &&
+			(!conn->grant || conn->grant->state != IBF_RDM_GRANT);
 		n += conn->reclaim_mark;
 	}
 	if (!n)
@@ -371,6 +374,60 @@ void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
 		conn->name_next = ep->conn_free;
 		ep->conn_free = conn;
 	}
+}
+
+/* Whether conn is up with nothing of ours in flight or waiting on it
+ * (what ops point at it is seen apart). */
+static int ibf_rdm_conn_quiet(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+
+	return conn->state == IBF_CONN_CONNECTED && !conn->self && conn->id &&
+	       __atomic_load_n(&conn->credits, __ATOMIC_ACQUIRE) == (int)ep->sq_depth &&
+	       !conn->queue_head && !conn->stalled_head && !conn->held &&
+	       (!conn->probe || __atomic_load_n(&conn->probe->state,
+						__ATOMIC_ACQUIRE) != IBF_RDM_PROBE) &&
+	       (!conn->grant || conn->grant->state != IBF_RDM_GRANT);
+}
+
+/* Uses of the endpoint since conn's last (the tick wraps: a difference). */
+static uint32_t ibf_rdm_conn_age(const struct ibf_rdm_conn *conn)
+{
+	return __atomic_load_n(&conn->ep->use_tick, __ATOMIC_RELAXED) -
+	       __atomic_load_n(&conn->last_use, __ATOMIC_RELAXED);
+}
+
+void ibf_rdm_conns_cap(struct ibf_rdm_ep *ep)
+{
+	struct ibf_rdm_conn *conn, *lru = NULL;
+	uint32_t i, n = 0;
+	char buf[64];
+
+	for (i = 0; i < ep->nconns; i++) {
+		conn = ibf_rdm_conn_at(ep, i);
+		conn->reclaim_mark = ibf_rdm_conn_quiet(conn);
+		n += conn->reclaim_mark;
+	}
+	if (n)
+		ibf_rdm_ops_each(ep, ibf_rdm_op_keeps, NULL);
+	for (i = 0; n && i < ep->nconns; i++) {
+		conn = ibf_rdm_conn_at(ep, i);
+		if (conn->reclaim_mark && (!lru || ibf_rdm_conn_age(conn) >
+					   ibf_rdm_conn_age(lru)))
+			lru = conn;
+		conn->reclaim_mark = 0;
+	}
+	if (!lru) {
+		IBF_INFO(FI_LOG_EP_CTRL, "%u connections (FI_IBFAB_RDM_MAX_CONNS), "
+			 "none idle: new peers wait\n", ep->nstate[IBF_CONN_CONNECTED]);
+		return;
+	}
+	IBF_INFO(FI_LOG_EP_CTRL, "%u connections (FI_IBFAB_RDM_MAX_CONNS): the "
+		 "least recently used idle one, to %s, closes for a new peer\n",
+		 ep->nstate[IBF_CONN_CONNECTED],
+		 ibf_addr_str((const void *)&lru->name, buf, sizeof(buf)));
+	rdma_disconnect(lru->id);
+	ibf_rdm_conn_fail(lru, -FI_ECONNABORTED);
 }
 
 void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep *ep)
@@ -522,8 +579,8 @@ void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err)
 	pthread_mutex_unlock(&ep->cm_lock);
 }
 
-int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
-		      struct ibv_sge *sge, int nsge, int inl)
+int ibf_rdm_post_wr(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
+		    struct ibv_send_wr *wr)
 {
 	/*
 	 * Loaded once: the connection thread clears conn->id when the
@@ -532,29 +589,37 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	 * closes, so a post that loaded it just before completes flushed.
 	 */
 	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
-	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_send_wr *bad;
 	int ret;
 
 	if (unlikely(!id || !id->qp))
 		return -FI_ENOTCONN;
 	if (unlikely(!ibf_rdm_credit_take(conn)))
 		return -FI_EAGAIN;
-	wr.wr_id = (uintptr_t)&op->op;
-	wr.sg_list = sge;
-	wr.num_sge = nsge;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
-	((struct ibf_rdm_hdr *)op->mem)->conn = conn->remote;
+	wr->wr_id = (uintptr_t)&op->op;
 	op->post_conn = conn;
 	op->post_epoch = conn->epoch;
 	__atomic_add_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
-	ret = ibv_post_send(id->qp, &wr, &bad);
+	ret = ibv_post_send(id->qp, wr, &bad);
 	if (unlikely(ret)) {
 		__atomic_sub_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&conn->credits, 1, __ATOMIC_RELEASE);
 		return ret == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(ret);
 	}
 	return 0;
+}
+
+int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
+		      struct ibv_sge *sge, int nsge, int inl)
+{
+	struct ibv_send_wr wr = { 0 };
+
+	wr.sg_list = sge;
+	wr.num_sge = nsge;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+	((struct ibf_rdm_hdr *)op->mem)->conn = conn->remote;
+	return ibf_rdm_post_wr(conn, op, &wr);
 }
 
 /*
@@ -636,6 +701,14 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	return 0;
 }
 
+/* Whether op is a request (ibf_rdm_wire.h): a message or an atomic, or a
+ * write with a notice behind it; each takes a credit of the peer's. */
+static int ibf_rdm_is_request(const struct ibf_rdm_op *op)
+{
+	return op->wr_kind == IBF_RDM_WR_SEND ||
+	       (op->rma_notify && op->wr_kind != IBF_RDM_WR_READ);
+}
+
 /* A send built whole in op->mem: post it, in the state the protocol gave. */
 static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
@@ -644,13 +717,21 @@ static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		.length = op->wire_len,
 		.lkey = op->mem_lkey,
 	};
+	int request = ibf_rdm_is_request(op), ret;
 
-	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND))
-		return ibf_rdm_post_rma(conn, op);
-	op->epoch = conn->epoch;
-	op->state = op->tx_state;
-	return ibf_rdm_post_send(conn, op, &sge, 1,
-				 op->wire_len <= conn->ep->max_inline);
+	if (request && unlikely(!ibf_rdm_window_take(conn)))
+		return -FI_EAGAIN;	/* the peer's grant brings more */
+	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND)) {
+		ret = ibf_rdm_post_rma(conn, op);
+	} else {
+		op->epoch = conn->epoch;
+		op->state = op->tx_state;
+		ret = ibf_rdm_post_send(conn, op, &sge, 1,
+					op->wire_len <= conn->ep->max_inline);
+	}
+	if (unlikely(ret) && request)
+		ibf_rdm_window_untake(conn);
+	return ret;
 }
 
 int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
@@ -722,13 +803,22 @@ static void ibf_rdm_credit_return(struct ibf_rdm_op *op)
 	__atomic_add_fetch(&conn->credits, 1, __ATOMIC_RELEASE);
 	if (unlikely(conn->stalled_head))
 		ep->up->slots_freed(conn);
-	if (unlikely(__atomic_load_n(&conn->queue_head, __ATOMIC_RELAXED) &&
-		     conn->id && conn->established)) {
-		pthread_mutex_lock(&ep->cm_lock);
-		if (conn->established && conn->state != IBF_CONN_CONNECTED)
-			ibf_rdm_conn_flush(conn);
-		pthread_mutex_unlock(&ep->cm_lock);
-	}
+	if (unlikely(conn->owed))
+		ibf_rdm_grant_retry(conn);
+	ibf_rdm_queue_resume(conn);
+}
+
+void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+
+	if (likely(!__atomic_load_n(&conn->queue_head, __ATOMIC_RELAXED)) ||
+	    !conn->id || !conn->established)
+		return;
+	pthread_mutex_lock(&ep->cm_lock);
+	if (conn->established && conn->state != IBF_CONN_CONNECTED)
+		ibf_rdm_conn_flush(conn);
+	pthread_mutex_unlock(&ep->cm_lock);
 }
 
 int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status)
@@ -747,6 +837,8 @@ int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status)
 	case IBF_RDM_DRAIN:
 		ibf_rdm_grave_drained(op);
 		return 1;
+	case IBF_RDM_GRANT:
+		return ibf_rdm_grant_done(op);
 	default:
 		return 0;
 	}
@@ -784,6 +876,20 @@ struct ibf_rdm_op *ibf_rdm_unstall_next(struct ibf_rdm_conn *conn)
 	return op;
 }
 
+/* The op conn grants credits with: it carries no bytes. */
+static struct ibf_rdm_op *ibf_rdm_grant_op(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_op *op = calloc(1, sizeof(*op));
+
+	if (op) {
+		op->ep = conn->ep;
+		op->conn = conn;
+		op->op.kind = IBF_OP_RDM;
+		op->state = IBF_RDM_FREE;
+	}
+	return op;
+}
+
 /*
  * conn's QP on id, made its current one: arrivals on it are conn's
  * (ep->qp_map) from before the peer can send on it.  cm_lock held.
@@ -794,6 +900,8 @@ int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id)
 	struct ibv_qp_init_attr attr = { 0 };
 	int ret;
 
+	if (!conn->grant && !(conn->grant = ibf_rdm_grant_op(conn)))
+		return -FI_ENOMEM;
 	attr.qp_type = IBV_QPT_RC;
 	attr.send_cq = ep->hcq;
 	attr.recv_cq = ep->hcq;
@@ -911,6 +1019,10 @@ void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep)
 	if (ep->reclaim_due) {
 		ep->reclaim_due = 0;
 		ibf_rdm_conns_reclaim(ep);
+	}
+	if (ep->cap_due) {
+		ep->cap_due = 0;
+		ibf_rdm_conns_cap(ep);
 	}
 	pthread_mutex_unlock(&ep->cm_lock);
 

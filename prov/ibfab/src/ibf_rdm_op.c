@@ -230,6 +230,8 @@ static int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 
 int ibf_rdm_bounce_release(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 {
+	if (b->req)
+		ep->up->request_done(ep, b);	/* its credit, its share */
 	if (likely(ep->srq_posted < ep->nbounce))
 		return ibf_rdm_bounce_post(ep, b);
 	b->state = IBF_RDM_BOUNCE_SPARE;	/* replaced while it was held */

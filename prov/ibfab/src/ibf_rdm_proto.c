@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep, fi_addr_t dest,
 		return NULL;
 	}
 	op->conn = conn;
+	ibf_rdm_conn_used(conn);
 	op->op.context = context;
 	op->op.flags = op_flags;
 	op->op.len = len;
@@ -285,52 +287,33 @@ static void ibf_rdm_on_message(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	}
 }
 
-static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+/* A failed receive: its QP is in error now, so the connection ends, as
+ * for a failed send, and the next send reconnects. */
+static void ibf_rdm_on_recv_error(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+				  const struct ibv_wc *wc)
+{
+	struct ibf_rdm_conn *conn;
+
+	if (wc->status != IBV_WC_WR_FLUSH_ERR) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a receive failed: "
+			       "%s%s\n", ibv_wc_status_str(wc->status),
+			       wc->status == IBV_WC_LOC_LEN_ERR ? " (the peer's "
+			       "eager messages are larger: set FI_IBFAB_EAGER_SIZE "
+			       "alike on every process)" : "");
+		conn = ibf_rdm_qp_conn(ep, wc->qp_num);
+		if (conn)
+			ibf_rdm_conn_broken(conn, ibf_rdm_arrival_epoch(conn,
+					    wc->qp_num), -ibf_wc_status_to_fi(wc->status));
+	}
+	ibf_rdm_bounce_release(ep, b);
+}
+
+/* What a message in bounce b (of byte_len bytes, its sender known) is. */
+static void ibf_rdm_on_type(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			    const struct ibv_wc *wc)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 
-	if (unlikely(wc->status != IBV_WC_SUCCESS)) {
-		struct ibf_rdm_conn *conn;
-
-		if (wc->status != IBV_WC_WR_FLUSH_ERR) {
-			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a receive "
-				       "failed: %s%s\n", ibv_wc_status_str(wc->status),
-				       wc->status == IBV_WC_LOC_LEN_ERR ? " (the "
-				       "peer's eager messages are larger: set "
-				       "FI_IBFAB_EAGER_SIZE alike on every "
-				       "process)" : "");
-			/* Its QP is in error now: the connection ends, as
-			 * for a failed send, and the next send reconnects. */
-			conn = ibf_rdm_qp_conn(ep, wc->qp_num);
-			if (conn)
-				ibf_rdm_conn_broken(conn, ibf_rdm_arrival_epoch(conn,
-						    wc->qp_num),
-						    -ibf_wc_status_to_fi(wc->status));
-		}
-		ibf_rdm_bounce_release(ep, b);
-		return;
-	}
-	/* The sender is whoever owns the QP it came in on, whatever the
-	 * header says. */
-	b->conn = ibf_rdm_qp_conn(ep, wc->qp_num);
-	if (unlikely(!b->conn)) {
-		ibf_rdm_drop(ep, b, "it came in on no connection of ours");
-		return;
-	}
-	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-		/* A write with a notice behind it: nothing in the bounce. */
-		ibf_rdm_on_write_imm(ep, b, wc);
-		return;
-	}
-	if (unlikely(wc->byte_len < IBF_RDM_HDR)) {
-		ibf_rdm_drop(ep, b, "shorter than a header");
-		return;
-	}
-	/* On an earlier QP of the connection: delivered all the same (its
-	 * sender was told so), but of a life that has ended, whose
-	 * rendezvous can no longer be read or answered. */
-	b->epoch = ibf_rdm_arrival_epoch(b->conn, wc->qp_num);
 	switch (hdr->type) {
 	case IBF_RDM_FIN:
 		if (unlikely(wc->byte_len < IBF_RDM_HDR + sizeof(struct ibf_rdm_fin))) {
@@ -375,6 +358,116 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		return;
 	}
 	ibf_rdm_on_message(ep, b);
+}
+
+/* Whether a message of this type is a request, which takes a credit. */
+static int ibf_rdm_type_is_request(uint8_t type)
+{
+	return type == IBF_RDM_EAGER || type == IBF_RDM_RTS ||
+	       type == IBF_RDM_ATOMIC || type == IBF_RDM_WDATA;
+}
+
+/*
+ * The most of the endpoint's eager buffers conn's peer may hold and still
+ * be granted credits at once: half of what the other peers leave.  So one
+ * peer can never take them all, nor can a few: each newcomer's share is
+ * half of what is left, and the last half stays free.
+ */
+static uint32_t ibf_rdm_share(const struct ibf_rdm_ep *ep,
+			      const struct ibf_rdm_conn *conn)
+{
+	uint32_t pool = ep->nbounce + ep->extra_max;
+	uint32_t others = ep->held - conn->held;
+
+	return others < pool ? (pool - others) / 2 : 0;
+}
+
+/* A request came in b: it spends one of its sender's credits, or, with
+ * none left, ends the sender's connection.  0, or -1 if b is gone. */
+static int ibf_rdm_request_begin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	struct ibf_rdm_conn *conn = b->conn;
+	char buf[64];
+
+	if (unlikely(ibf_rdm_request_arrived(conn, b->epoch))) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%s sent more than "
+			       "its credits allow (not ibfab's protocol): its "
+			       "connection ends\n", ibf_addr_str((const void *)
+			       &conn->name, buf, sizeof(buf)));
+		ibf_rdm_conn_broken(conn, b->epoch, -FI_EIO);
+		ibf_rdm_drop(ep, b, "a request beyond its sender's credits");
+		return -1;
+	}
+	b->req = 1;
+	b->credit_due = 1;
+	conn->held++;
+	ep->held++;
+	return 0;
+}
+
+static void ibf_rdm_request_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+{
+	struct ibf_rdm_conn *conn = b->conn;
+
+	b->req = 0;
+	conn->held--;
+	ep->held--;
+	if (b->credit_due) {
+		b->credit_due = 0;
+		ibf_rdm_credit_owe(conn, b->epoch, 1);
+	}
+}
+
+static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+			    const struct ibv_wc *wc)
+{
+	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
+	struct ibf_rdm_conn *conn;
+
+	if (unlikely(wc->status != IBV_WC_SUCCESS)) {
+		ibf_rdm_on_recv_error(ep, b, wc);
+		return;
+	}
+	/* The sender is whoever owns the QP it came in on, whatever the
+	 * header says. */
+	b->conn = conn = ibf_rdm_qp_conn(ep, wc->qp_num);
+	if (unlikely(!conn)) {
+		ibf_rdm_drop(ep, b, "it came in on no connection of ours");
+		return;
+	}
+	ibf_rdm_conn_used(conn);
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		/* A write with a notice behind it: nothing in the bounce. */
+		ibf_rdm_on_write_imm(ep, b, wc);
+		return;
+	}
+	/* On an earlier QP of the connection: delivered all the same (its
+	 * sender was told so), but of a life that has ended, whose
+	 * rendezvous can no longer be read or answered. */
+	b->epoch = ibf_rdm_arrival_epoch(conn, wc->qp_num);
+	if (unlikely(wc->wc_flags & IBV_WC_WITH_IMM)) {
+		/* A grant of credits: no bytes, the count in the immediate. */
+		ibf_rdm_grant_arrived(conn, b->epoch, ntohl(wc->imm_data));
+		ibf_rdm_bounce_release(ep, b);
+		return;
+	}
+	if (unlikely(wc->byte_len < IBF_RDM_HDR)) {
+		ibf_rdm_drop(ep, b, "shorter than a header");
+		return;
+	}
+	if (!ibf_rdm_type_is_request(hdr->type)) {
+		ibf_rdm_on_type(ep, b, wc);
+		return;
+	}
+	if (unlikely(ibf_rdm_request_begin(ep, b)))
+		return;
+	ibf_rdm_on_type(ep, b, wc);
+	/* Still held (unexpected, being read, waiting): its credit goes
+	 * back now while its sender holds no more than its share. */
+	if (b->credit_due && conn->held <= ibf_rdm_share(ep, conn)) {
+		b->credit_due = 0;
+		ibf_rdm_credit_owe(conn, b->epoch, 1);
+	}
 }
 
 /* A send-side completion: an eager send, a FIN, a read, an RTS (or the
@@ -504,4 +597,5 @@ const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls = {
 	.conns_ended = ibf_rdm_rndv_fail_ended,
 	.op_freed = ibf_rdm_op_freed,
 	.progress = ibf_rdm_auto_progress,
+	.request_done = ibf_rdm_request_done,
 };
