@@ -7,11 +7,13 @@
  * completion); failures count as errors; fi_cntr_add/set/adderr/seterr;
  * fi_cntr_wait returns at the threshold, times out, and sleeps until a
  * message arrives; a counter's fd (FI_WAIT_FD) wakes poll(2) after
- * fi_trywait; a poll set names a counter that moved.
+ * fi_trywait; a poll set names a counter that moved; an endpoint closes
+ * while another thread reads its counter.
  *
  *   ibft_rdm_cntr -p PROV -s ADDR_A [-d ADDR_B]
  */
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,9 +78,70 @@ static void check_arithmetic(struct node *n)
 	fi_close(&c->fid);
 }
 
+/* Reads a counter until told to stop: progress of what is bound to it. */
+struct cntr_reader {
+	struct fid_cntr *c;
+	int stop;
+	uint64_t reads;
+};
+
+static void *cntr_reader_run(void *arg)
+{
+	struct cntr_reader *r = arg;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		fi_cntr_read(r->c);
+		r->reads++;
+	}
+	return NULL;
+}
+
+/*
+ * fi_close of an endpoint while another thread reads a counter bound to it
+ * (FI_THREAD_SAFE): the read progresses the endpoint, so the close must
+ * leave the counter before it drains and frees what progress walks.  Run
+ * under ThreadSanitizer or AddressSanitizer, a close that does it the
+ * other way round shows as a race or a use after free.
+ */
+static void check_close_while_read(struct node *b)
+{
+	struct cntr_reader r = { 0 };
+	struct fid_cntr *c = NULL;
+	struct node *n;
+	pthread_t th;
+	fi_addr_t to_b;
+	uint8_t m[EAGER] = "";
+	int ok, i, started = 0;
+
+	want_threading = FI_THREAD_SAFE;
+	n = node_open(0, FI_MSG, 0);
+	want_threading = FI_THREAD_DOMAIN;
+	ok = n && (c = cntr_open(n, FI_WAIT_UNSPEC)) && !rebind(n, c, NULL) &&
+	     fi_av_insert(n->av, b->name, 1, &to_b, 0, NULL) == 1;
+	r.c = c;
+	started = ok && !pthread_create(&th, NULL, cntr_reader_run, &r);
+	for (i = 0; started && ok && i < 16; i++)
+		ok = !POST(fi_send(n->ep, m, sizeof(m), NULL, to_b, NULL));
+	while (started && ok && fi_cntr_read(c) < 16)
+		poll_all();	/* B takes them in */
+	ok = ok && started && !fi_close(&n->ep->fid);
+	if (n)
+		n->ep = NULL;
+	if (started) {
+		__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+		pthread_join(th, NULL);
+	}
+	IBFT_CHECK(ok && c && fi_cntr_read(c) == 16 && !fi_close(&c->fid),
+		   "cntr-close-while-read", "an endpoint closed while another "
+		   "thread read its counter (%llu reads): the close, or the "
+		   "counter after it, failed", (unsigned long long)r.reads);
+	node_close(n);
+}
+
 int main(int argc, char **argv)
 {
-	uint8_t *s = xbuf(BIG), *r = xbuf(BIG), small[8];
+	/* r: the fourth receive (BIG) starts 3 * EAGER in. */
+	uint8_t *s = xbuf(BIG), *r = xbuf(4 * EAGER + BIG), small[8];
 	struct fid_cntr *tx = NULL, *rx = NULL;
 	struct fid_poll *ps = NULL;
 	struct fi_poll_attr pattr = { 0 };
@@ -185,6 +248,7 @@ poll_set:
 		n = fi_poll(ps, ctx, 4);
 	IBFT_CHECK(ok && n == 1 && ctx[0] == &ns[1]->ring && fi_poll(ps, ctx, 4) == 0,
 		   "cntr-poll-set", "fi_poll on a counter that moved returned %d", n);
+	check_close_while_read(ns[1]);
 out:
 	if (ps) {
 		if (rx)

@@ -112,6 +112,13 @@ static void *thr_recv_post(void *arg)
 	return NULL;
 }
 
+/* A thread found something wrong (the threads of a test share the flag). */
+static void mark_bad(int *bad, int wrong)
+{
+	if (wrong)
+		__atomic_store_n(bad, 1, __ATOMIC_RELAXED);
+}
+
 static void *thr_send(void *arg)
 {
 	struct thr *t = arg;
@@ -127,7 +134,10 @@ static void *thr_send(void *arg)
 					 (uint64_t)(t->id * PER_THREAD + i))) == -FI_EAGAIN &&
 		       now_ms() < end)
 			fi_cq_read(t->a->cq, e, 8);	/* frees send slots */
-		t->bad |= ret != 0;
+		if (ret)
+			printf("# sender %d: send %d: %s\n", t->id, i,
+			       fi_strerror((int)-ret));
+		mark_bad(&t->bad, ret != 0);
 	}
 	return NULL;
 }
@@ -147,7 +157,7 @@ static void *thr_reap(void *arg)
 		n = fi_cq_read(t->b->cq, e, 8);
 		if (n == -FI_EAVAIL) {
 			fi_cq_readerr(t->b->cq, &err, 0);
-			t->bad = 1;
+			mark_bad(&t->bad, 1);
 		}
 		pthread_mutex_lock(t->lock);
 		for (i = 0; i < n; i++) {
@@ -155,13 +165,13 @@ static void *thr_reap(void *arg)
 			buf = e[i].op_context;
 			if (k < 0 || k >= THREADS * PER_THREAD || t->seen[k]++ ||
 			    e[i].len != TLEN || !ibft_verify(buf, TLEN, k))
-				t->bad = 1;
+				mark_bad(&t->bad, 1);
 			(*t->received)++;
 		}
 		done = *t->received == THREADS * PER_THREAD;
 		pthread_mutex_unlock(t->lock);
 	}
-	t->bad |= !done;
+	mark_bad(&t->bad, !done);
 	return NULL;
 }
 
@@ -207,7 +217,7 @@ static void *ep_thr_send(void *arg)
 					 (uint64_t)i)) == -FI_EAGAIN && now_ms() < end)
 			;	/* the reaper's reads free the slots */
 	}
-	t->bad |= ret != 0;
+	mark_bad(&t->bad, ret != 0);
 	return NULL;
 }
 
@@ -223,7 +233,7 @@ static void *ep_thr_recv(void *arg)
 				       (uint64_t)i, 0, t->rbuf[i])) == -FI_EAGAIN &&
 		       now_ms() < end)
 			;
-	t->bad |= ret != 0;
+	mark_bad(&t->bad, ret != 0);
 	return NULL;
 }
 
@@ -241,14 +251,14 @@ static void *ep_thr_reap(void *arg)
 		n = fi_cq_read(t->b->cq, e, 16);
 		if (n == -FI_EAVAIL) {
 			fi_cq_readerr(t->b->cq, &err, 0);
-			t->bad = 1;
+			mark_bad(&t->bad, 1);
 			continue;
 		}
 		for (i = 0; i < n; i++) {
 			k = (int)((uint8_t (*)[TLEN])e[i].op_context - t->rbuf);
 			if (k < 0 || k >= EP_MSGS || e[i].tag != (uint64_t)k ||
 			    t->seen[k]++ || !ibft_verify(t->rbuf[k], TLEN, (unsigned)k))
-				t->bad = 1;
+				mark_bad(&t->bad, 1);
 			t->received++;
 		}
 	}

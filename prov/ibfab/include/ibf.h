@@ -302,6 +302,30 @@ static inline int ibf_desc_covers(void *desc, const void *buf, size_t len,
  * A lock chosen once, from the domain's threading level: taken only where
  * the application may call into one object from several threads at once.
  */
+/*
+ * ThreadSanitizer cannot see a hand-off through the device: what one
+ * thread wrote into an op before posting its work request is read by the
+ * thread that polls the completion, ordered by the device and the CQ.
+ * Built with -fsanitize=thread (only), a post releases the op and a poll
+ * acquires it, so that TSan sees that order; otherwise they are nothing.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define IBF_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define IBF_TSAN 1
+#endif
+#endif
+#ifdef IBF_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define ibf_tsan_release(p) __tsan_release((void *)(p))
+#define ibf_tsan_acquire(p) __tsan_acquire((void *)(p))
+#else
+#define ibf_tsan_release(p) ((void)(p))
+#define ibf_tsan_acquire(p) ((void)(p))
+#endif
+
 struct ibf_lock {
 	pthread_spinlock_t spin;
 	int enabled;

@@ -286,6 +286,12 @@ uint32_t ibf_rdm_arrival_epoch(struct ibf_rdm_conn *conn, uint32_t qp_num);
 /* A work request of conn's life epoch failed (not flushed): its QP is in
  * error for good, so that life ends (ep->lock held). */
 void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err);
+/* conn's life now (the thread ends lives under cm_lock; the data path
+ * reads it without). */
+static inline uint32_t ibf_rdm_conn_epoch(struct ibf_rdm_conn *conn)
+{
+	return __atomic_load_n(&conn->epoch, __ATOMIC_ACQUIRE);
+}
 /* Whether a life of conn has ended. */
 static inline int ibf_rdm_epoch_over(struct ibf_rdm_conn *conn, uint32_t epoch)
 {

@@ -473,7 +473,7 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 		ibf_rdm_window_set(conn, d->window);
 	}
 	ibf_qp_set_rnr_timer(conn->id->qp);
-	conn->established = 1;
+	__atomic_store_n(&conn->established, 1, __ATOMIC_RELEASE);
 	ibf_rdm_conn_flush(conn);
 }
 
@@ -562,7 +562,7 @@ static void ibf_rdm_self_event(struct ibf_rdm_conn *conn, struct rdma_cm_event *
 {
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
-		conn->established = 1;
+		__atomic_store_n(&conn->established, 1, __ATOMIC_RELEASE);
 		ibf_rdm_conn_state(conn, IBF_CONN_CONNECTED);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:

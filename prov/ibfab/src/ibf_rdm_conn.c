@@ -534,16 +534,17 @@ static void ibf_rdm_conn_end(struct ibf_rdm_conn *conn, int err, int keep_queue)
 			 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)),
 			 fi_strerror(-err));
 	while (!keep_queue && (op = conn->queue_head)) {
-		conn->queue_head = op->next;
+		__atomic_store_n(&conn->queue_head, op->next, __ATOMIC_RELAXED);
 		ibf_rdm_fail_op(ep, op, err);
 	}
 	if (!conn->queue_head)
 		conn->queue_tail = NULL;
 	ibf_rdm_bury(ep, conn->id, conn);
 	ibf_rdm_bury(ep, conn->loser, conn);
-	conn->id = conn->loser = NULL;
+	__atomic_store_n(&conn->id, NULL, __ATOMIC_RELEASE);
+	conn->loser = NULL;
 	__atomic_store_n(&conn->qp_num, 0, __ATOMIC_RELEASE);
-	conn->established = 0;
+	__atomic_store_n(&conn->established, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&conn->credits, (int)ep->sq_depth, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&conn->epoch, 1, __ATOMIC_RELEASE);
 	ep->dead_seen = 1;
@@ -598,8 +599,9 @@ int ibf_rdm_post_wr(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		return -FI_EAGAIN;
 	wr->wr_id = (uintptr_t)&op->op;
 	op->post_conn = conn;
-	op->post_epoch = conn->epoch;
+	op->post_epoch = ibf_rdm_conn_epoch(conn);
 	__atomic_add_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
+	ibf_tsan_release(op);
 	ret = ibv_post_send(id->qp, wr, &bad);
 	if (unlikely(ret)) {
 		__atomic_sub_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
@@ -680,11 +682,12 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 			(IBF_RDM_HDR + sizeof(struct ibf_rdm_rma_note) <= ep->max_inline ?
 			 IBV_SEND_INLINE : 0);
 	}
-	op->epoch = conn->epoch;
+	op->epoch = ibf_rdm_conn_epoch(conn);
 	op->state = op->tx_state;
 	op->post_conn = conn;
-	op->post_epoch = conn->epoch;
+	op->post_epoch = ibf_rdm_conn_epoch(conn);
 	__atomic_add_fetch(&conn->ep->sq_posted, n, __ATOMIC_RELAXED);
+	ibf_tsan_release(op);
 	ret = ibv_post_send(id->qp, wr, &bad);
 	if (likely(!ret))
 		return 0;
@@ -724,7 +727,7 @@ static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND)) {
 		ret = ibf_rdm_post_rma(conn, op);
 	} else {
-		op->epoch = conn->epoch;
+		op->epoch = ibf_rdm_conn_epoch(conn);
 		op->state = op->tx_state;
 		ret = ibf_rdm_post_send(conn, op, &sge, 1,
 					op->wire_len <= conn->ep->max_inline);
@@ -747,8 +750,9 @@ int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	}
 	wr->wr_id = (uintptr_t)&op->op;
 	op->post_conn = conn;
-	op->post_epoch = conn->epoch;
+	op->post_epoch = ibf_rdm_conn_epoch(conn);
 	__atomic_add_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
+	ibf_tsan_release(op);
 	ret = ibv_post_send(id->qp, wr, &bad);
 	if (unlikely(ret)) {
 		__atomic_sub_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
@@ -771,14 +775,18 @@ void ibf_rdm_credit_untake(struct ibf_rdm_conn *conn)
  */
 void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn)
 {
-	struct ibf_rdm_op *op;
+	struct ibf_rdm_op *op, *next;
 	int ret;
 
 	while ((op = conn->queue_head)) {
+		/* Before the post: once posted, op may complete and be freed
+		 * (its next reused) by progress on another thread. */
+		next = op->next;
 		ret = ibf_rdm_post_built(conn, op);
 		if (ret == -FI_EAGAIN)
 			return;		/* the rest when slots come back */
-		conn->queue_head = op->next;
+		/* Atomic: progress reads it as a hint without cm_lock. */
+		__atomic_store_n(&conn->queue_head, next, __ATOMIC_RELAXED);
 		if (ret) {
 			IBF_WARN(FI_LOG_EP_DATA, "posting a queued send: %s\n",
 				 fi_strerror(-ret));
@@ -812,8 +820,11 @@ void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_ep *ep = conn->ep;
 
+	/* Hints, read without cm_lock (the thread writes them under it),
+	 * and read again under it. */
 	if (likely(!__atomic_load_n(&conn->queue_head, __ATOMIC_RELAXED)) ||
-	    !conn->id || !conn->established)
+	    !__atomic_load_n(&conn->id, __ATOMIC_RELAXED) ||
+	    !__atomic_load_n(&conn->established, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&ep->cm_lock);
 	if (conn->established && conn->state != IBF_CONN_CONNECTED)
@@ -852,7 +863,7 @@ static void ibf_rdm_fifo_push(struct ibf_rdm_op **head, struct ibf_rdm_op **tail
 	if (*tail)
 		(*tail)->next = op;
 	else
-		*head = op;
+		__atomic_store_n(head, op, __ATOMIC_RELAXED);	/* a hint to others */
 	*tail = op;
 }
 

@@ -44,6 +44,7 @@ static void ibf_rdm_grave_drain(struct ibf_rdm_ep *ep, struct ibf_rdm_grave *g)
 	wr.send_flags = IBV_SEND_SIGNALED;
 	__atomic_add_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&ep->drains_out, 1, __ATOMIC_RELAXED);
+	ibf_tsan_release(&g->drain);
 	if (ibv_post_send(g->id->qp, &wr, &bad)) {
 		__atomic_sub_fetch(&ep->sq_posted, 1, __ATOMIC_RELAXED);
 		__atomic_sub_fetch(&ep->drains_out, 1, __ATOMIC_RELAXED);
@@ -82,7 +83,8 @@ void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id,
 		conn->ngraves++;
 	g->next = ep->graves;
 	ep->graves = g;
-	if (g->drained)
+	/* Progress may have seen the drain already (atomic: it writes it). */
+	if (__atomic_load_n(&g->drained, __ATOMIC_ACQUIRE))
 		ibf_rdm_grave_wake(ep);
 }
 
@@ -98,10 +100,12 @@ void ibf_rdm_grave_wake(struct ibf_rdm_ep *ep)
 void ibf_rdm_grave_drained(struct ibf_rdm_op *drain)
 {
 	struct ibf_rdm_grave *g = container_of(drain, struct ibf_rdm_grave, drain);
+	struct ibf_rdm_ep *ep = drain->ep;
 
+	__atomic_sub_fetch(&ep->drains_out, 1, __ATOMIC_RELEASE);
+	/* The last touch of g: once the thread sees it drained, it frees it. */
 	__atomic_store_n(&g->drained, 1, __ATOMIC_RELEASE);
-	__atomic_sub_fetch(&drain->ep->drains_out, 1, __ATOMIC_RELEASE);
-	ibf_rdm_grave_wake(drain->ep);
+	ibf_rdm_grave_wake(ep);
 }
 
 static void ibf_rdm_grave_destroy(struct ibf_rdm_ep *ep, struct ibf_rdm_grave *g)

@@ -217,6 +217,7 @@ static int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 
 	b->state = IBF_RDM_BOUNCE_POSTED;
 	b->conn = NULL;
+	ibf_tsan_release(b);
 	ret = ibv_post_srq_recv(ep->srq, &wr, &bad);
 	if (unlikely(ret)) {
 		IBF_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s: one eager "

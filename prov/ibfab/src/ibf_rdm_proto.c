@@ -497,6 +497,7 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
 	struct ibf_rdm_op *op = container_of((struct ibf_op *)(uintptr_t)wc->wr_id,
 					     struct ibf_rdm_op, op);
 
+	ibf_tsan_acquire(op);	/* what its poster wrote (see ibf.h) */
 	if (op->is_bounce && op->state == IBF_RDM_BOUNCE_POSTED) {
 		ibf_rdm_bounce_arrived(ep);
 		ibf_rdm_on_recv(ep, op, wc);

@@ -317,7 +317,7 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep)
 		if ((op->state != IBF_RDM_TX_RTS && op->state != IBF_RDM_TX_ATOMIC) ||
 		    !ibf_rdm_epoch_over(op->conn, op->epoch))
 			continue;
-		op->epoch = op->conn->epoch;	/* counted once */
+		op->epoch = ibf_rdm_conn_epoch(op->conn);	/* counted once */
 		op->read_err = -FI_ECONNABORTED;
 		if (--op->reads_left == 0)
 			ibf_rdm_complete(op, op->read_err);
