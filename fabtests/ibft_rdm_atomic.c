@@ -8,11 +8,13 @@
  * among them) hammering one 64-bit counter with a mix of fetch-add,
  * compare-swap increments and 32-bit adds on its low half, losing
  * nothing; a wrong key fails the operation, not the peer; a region a peer
- * may only write returns nothing, and an endpoint opened without FI_ATOMIC
- * applies no peer's atomic.
+ * may only write returns nothing, an endpoint opened without FI_ATOMIC
+ * applies no peer's atomic, and a region closed while another thread
+ * applies atomics to it is free once fi_close returns.
  *
  *   ibft_rdm_atomic -p PROV -s ADDR_A [-d ADDR_B]
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,6 +299,81 @@ out:
 	node_close(plain);
 }
 
+/* Reads an endpoint's CQ until told to stop: applies peers' atomics. */
+struct applier {
+	struct node *t;
+	int stop;
+};
+
+static void *applier_run(void *arg)
+{
+	struct applier *a = arg;
+	struct fi_cq_tagged_entry e[4];
+
+	while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE))
+		fi_cq_read(a->t->cq, e, 4);
+	return NULL;
+}
+
+/*
+ * fi_close of a region while another thread's CQ reads apply a peer's
+ * atomics to it (FI_THREAD_SAFE): once the close returns the memory is
+ * the application's to free, so no atomic may still be writing it.  Under
+ * ThreadSanitizer, a provider that writes after dropping the region's
+ * lock shows as a race between its write and the application's free.
+ * The initiator waits on its own CQ alone, so nothing else orders them.
+ */
+static void test_close_while_applied(void)
+{
+	uint64_t *word = aligned_alloc(64, 64), one = 1;
+	struct applier a = { 0 };
+	struct fid_mr *wmr = NULL;
+	struct node *t, *p;
+	fi_addr_t to_t;
+	struct comp c;
+	pthread_t th;
+	ssize_t ret = 0;
+	int i, ok, started = 0;
+	long end;
+
+	want_threading = FI_THREAD_SAFE;
+	t = node_open(0, FI_MSG | FI_ATOMIC, 0);
+	p = node_open(1, FI_MSG | FI_ATOMIC, 0);
+	want_threading = FI_THREAD_DOMAIN;
+	ok = word && t && p && !node_mr_reg(t, word, 64, FI_REMOTE_READ |
+					    FI_REMOTE_WRITE, &wmr) &&
+	     fi_av_insert(p->av, t->name, 1, &to_t, 0, NULL) == 1;
+	if (ok)
+		*word = 0;
+	a.t = t;
+	started = ok && !pthread_create(&th, NULL, applier_run, &a);
+	for (i = 0; started && ok && i < 32; i++) {
+		end = now_ms() + WAIT_MS;
+		while ((ret = fi_atomic(p->ep, &one, 1, NULL, to_t,
+					(t->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ?
+					(uintptr_t)word : 0, fi_mr_key(wmr), FI_UINT64,
+					FI_SUM, &c)) == -FI_EAGAIN && now_ms() < end)
+			;
+		ok = !ret && !wait_comp_alone(p, &c, WAIT_MS) && !c.err;
+	}
+	ok = ok && started && !fi_close(&wmr->fid);
+	if (started)
+		wmr = NULL;
+	ok = ok && *word == 32;
+	free(word);	/* the application's again */
+	if (started) {
+		__atomic_store_n(&a.stop, 1, __ATOMIC_RELEASE);
+		pthread_join(th, NULL);
+	}
+	IBFT_CHECK(ok, "atomic-close-while-applied", "32 atomics applied by "
+		   "another thread's CQ reads, then fi_close of the region and "
+		   "free: a step failed");
+	if (wmr)
+		fi_close(&wmr->fid);
+	node_close(p);
+	node_close(t);
+}
+
 int main(int argc, char **argv)
 {
 	int i, ret;
@@ -329,6 +406,7 @@ int main(int argc, char **argv)
 	test_bad_key();
 	test_write_only_region();
 	test_target_without_atomic();
+	test_close_while_applied();
 out:
 	if (mr)
 		fi_close(&mr->fid);

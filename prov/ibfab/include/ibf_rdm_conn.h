@@ -214,16 +214,22 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_send_wr *wr);
 
-/* Take a send queue slot of conn's QP: 1, or 0 if there is none. */
-static inline int ibf_rdm_credit_take(struct ibf_rdm_conn *conn)
+/* Take one from a count other threads also take from: 1, or 0 if it is
+ * at 0. */
+static inline int ibf_rdm_take_one(int *count)
 {
-	int c = __atomic_load_n(&conn->credits, __ATOMIC_RELAXED);
+	int c = __atomic_load_n(count, __ATOMIC_RELAXED);
 
 	while (c > 0)
-		if (__atomic_compare_exchange_n(&conn->credits, &c, c - 1, 0,
+		if (__atomic_compare_exchange_n(count, &c, c - 1, 0,
 						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			return 1;
 	return 0;
+}
+/* Take a send queue slot of conn's QP: 1, or 0 if there is none. */
+static inline int ibf_rdm_credit_take(struct ibf_rdm_conn *conn)
+{
+	return ibf_rdm_take_one(&conn->credits);
 }
 /* Give back a slot taken for a post that did not happen. */
 void ibf_rdm_credit_untake(struct ibf_rdm_conn *conn);
@@ -234,13 +240,7 @@ void ibf_rdm_credit_untake(struct ibf_rdm_conn *conn);
  * (the caller says -FI_EAGAIN; a grant brings more). */
 static inline int ibf_rdm_window_take(struct ibf_rdm_conn *conn)
 {
-	int c = __atomic_load_n(&conn->window, __ATOMIC_RELAXED);
-
-	while (c > 0)
-		if (__atomic_compare_exchange_n(&conn->window, &c, c - 1, 0,
-						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return 1;
-	return 0;
+	return ibf_rdm_take_one(&conn->window);
 }
 void ibf_rdm_window_untake(struct ibf_rdm_conn *conn);
 /* A life of conn starts: the peer takes window requests before a grant

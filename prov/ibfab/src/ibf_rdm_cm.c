@@ -260,6 +260,9 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	int ret;
 
 	id->context = conn;
+	/* Before the QP is published (ep->qp_map): arrivals on it read them. */
+	conn->remote = remote;
+	ibf_rdm_window_set(conn, window);
 	ret = ibf_rdm_qp_create(conn, id);
 	if (ret) {
 		ibf_rdm_reject(id, 0);
@@ -268,16 +271,14 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	}
 	ibf_rdm_cm_data(ep, conn, &d);
 	ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
-	/*
-	 * Before accepting: the peer may send as soon as it has our answer,
-	 * and a rendezvous it sends is read (and answered) through conn->id.
-	 */
-	conn->remote = remote;
-	ibf_rdm_window_set(conn, window);
 	/* Just accepted counts as just used: not the first one the
 	 * connection cap closes. */
 	__atomic_store_n(&conn->last_use, __atomic_load_n(&ep->use_tick,
 			 __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+	/*
+	 * Before accepting: the peer may send as soon as it has our answer,
+	 * and a rendezvous it sends is read (and answered) through conn->id.
+	 */
 	__atomic_store_n(&conn->id, id, __ATOMIC_RELEASE);
 	if (rdma_accept(id, &cp)) {
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_accept: %s\n", strerror(errno));

@@ -929,7 +929,10 @@ int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id)
 			return ibf_errno_to_fi(errno);
 		}
 	}
-	ep->max_inline = attr.cap.max_inline_data;
+	/* Written only when it shrinks (the first QP, at most): the data
+	 * path reads it without cm_lock. */
+	if (attr.cap.max_inline_data < ep->max_inline)
+		ep->max_inline = attr.cap.max_inline_data;
 	ret = ibf_rdm_qp_map_set(ep, id->qp->qp_num, conn);
 	if (!ret)
 		__atomic_store_n(&conn->qp_num, id->qp->qp_num, __ATOMIC_RELEASE);
