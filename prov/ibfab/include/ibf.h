@@ -178,6 +178,7 @@ int ibf_errno_to_fi(int err);
 struct ibf_fabric {
 	struct fid_fabric fabric_fid;
 	int ref;
+	uint32_t api_version;	/* the application's (ibf_abi.h) */
 };
 int ibf_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		    void *context);

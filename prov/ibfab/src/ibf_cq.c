@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ibf_abi.h"
 #include "ibf_rdm.h"
 
 static size_t ibf_cq_entry_size(enum fi_cq_format format)
@@ -573,10 +574,9 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 			      uint64_t flags)
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
-	struct ibf_cq_report *rep;
+	struct fi_cq_err_entry e = { 0 };
 	struct ibv_wc *wc;
 	struct ibf_op *op;
-	void *err_data;
 
 	if (!err)
 		return -FI_EINVAL;
@@ -585,42 +585,30 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 		ibf_lock_release(&cq->lock);
 		return -FI_EAGAIN;
 	}
-	/* err_data is the caller's (API >= 1.5) or ours; we have none. */
-	err_data = err->err_data;
-	memset(err, 0, sizeof(*err));
-	err->err_data = err_data;
-	err->err_data_size = 0;
 	if (cq->has_err == 3) {
-		rep = &cq->rep[cq->rep_head++ & (cq->rep_size - 1)];
-		*err = rep->e;
-		err->err_data = err_data;
-		err->err_data_size = 0;
-		cq->has_err = 0;
-		ibf_lock_release(&cq->lock);
-		return 1;
-	}
-	if (cq->has_err == 2) {
+		e = cq->rep[cq->rep_head++ & (cq->rep_size - 1)].e;
+	} else if (cq->has_err == 2) {
 		op = cq->soft[cq->soft_head++ & (cq->soft_size - 1)];
-		err->op_context = op->context;
-		err->flags = op->flags;
-		err->len = op->len;
-		err->buf = op->buf;
-		err->data = op->data;
-		err->tag = op->tag;
-		err->olen = op->olen;
-		err->err = op->err;
-		cq->has_err = 0;
+		e.op_context = op->context;
+		e.flags = op->flags;
+		e.len = op->len;
+		e.buf = op->buf;
+		e.data = op->data;
+		e.tag = op->tag;
+		e.olen = op->olen;
+		e.err = op->err;
 		ibf_op_release(op);
-		ibf_lock_release(&cq->lock);
-		return 1;
+	} else {
+		wc = &cq->wc[cq->wc_next++];
+		op = (struct ibf_op *)(uintptr_t)wc->wr_id;
+		ibf_cq_err_fill(&e, wc, op);
+		IBF_DBG(FI_LOG_CQ, "error completion on qp %u: %s (vendor %#x)\n",
+			wc->qp_num, ibv_wc_status_str(wc->status), wc->vendor_err);
+		ibf_op_release(op);
 	}
-	wc = &cq->wc[cq->wc_next++];
-	op = (struct ibf_op *)(uintptr_t)wc->wr_id;
-	ibf_cq_err_fill(err, wc, op);
-	IBF_DBG(FI_LOG_CQ, "error completion on qp %u: %s (vendor %#x)\n",
-		wc->qp_num, ibv_wc_status_str(wc->status), wc->vendor_err);
 	cq->has_err = 0;
-	ibf_op_release(op);
+	/* The caller's struct is its API version's size. */
+	ibf_cq_err_copy(cq->domain->fabric->api_version, err, &e);
 	ibf_lock_release(&cq->lock);
 	return 1;
 }

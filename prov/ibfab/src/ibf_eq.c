@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ibf_abi.h"
 #include "ibf.h"
 
 struct ibf_eq_entry {
@@ -130,6 +131,7 @@ static ssize_t ibf_eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *err
 	struct ibf_eq_entry *e;
 	void *user_data;
 	size_t user_size;
+	uint32_t api;
 	ssize_t ret;
 
 	if (!err)
@@ -141,9 +143,12 @@ static ssize_t ibf_eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *err
 		pthread_mutex_unlock(&eq->lock);
 		return -FI_EAGAIN;
 	}
-	user_data = err->err_data;
-	user_size = err->err_data_size;
-	memcpy(err, e->data, sizeof(*err));
+	/* The caller's struct is its API version's size: before 1.5 it has
+	 * no err_data_size, and err_data is ours to set. */
+	api = eq->fabric->api_version;
+	user_data = ibf_api_ge(api, 1, 5) ? err->err_data : NULL;
+	user_size = ibf_api_ge(api, 1, 5) ? err->err_data_size : 0;
+	memcpy(err, e->data, ibf_eq_err_size(api));
 	if (user_size && user_data) {
 		/* The caller's buffer (API >= 1.5). */
 		err->err_data = user_data;
@@ -156,9 +161,10 @@ static ssize_t ibf_eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *err
 		if (eq->err_data)
 			memcpy(eq->err_data, e->data + e->len, e->err_data_size);
 		err->err_data = eq->err_data;
-		err->err_data_size = eq->err_data ? e->err_data_size : 0;
+		if (ibf_api_ge(api, 1, 5))
+			err->err_data_size = eq->err_data ? e->err_data_size : 0;
 	}
-	ret = sizeof(*err);
+	ret = (ssize_t)ibf_eq_err_size(api);
 	if (!(flags & FI_PEEK))
 		ibf_eq_pop(eq);
 	pthread_mutex_unlock(&eq->lock);

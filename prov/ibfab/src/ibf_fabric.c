@@ -95,6 +95,9 @@ int ibf_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 	fab = calloc(1, sizeof(*fab));
 	if (!fab)
 		return -FI_ENOMEM;
+	/* The structs the application hands in and gets back are this
+	 * version's (ibf_abi.h); 0 means ours. */
+	fab->api_version = attr->api_version;
 	fab->fabric_fid.fid.fclass = FI_CLASS_FABRIC;
 	fab->fabric_fid.fid.context = context;
 	fab->fabric_fid.fid.ops = &ibf_fabric_fi_ops;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "ibf_abi.h"
 #include "ibf.h"
 
 #define IBF_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
@@ -388,9 +389,13 @@ static int ibf_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
 static int ibf_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 			  uint64_t flags, struct fid_mr **mr)
 {
-	if (!attr)
+	struct ibf_domain *dom = ibf_mr_domain(fid);
+
+	if (!attr || !dom)
 		return -FI_EINVAL;
-	if (attr->iface != FI_HMEM_SYSTEM) {
+	/* iface came in 1.10: an older caller's struct ends before it. */
+	if (ibf_api_ge(dom->fabric->api_version, 1, 10) &&
+	    attr->iface != FI_HMEM_SYSTEM) {
 		IBF_WARN(FI_LOG_MR, "fi_mr_regattr: iface %d: ibfab registers "
 			 "host memory only\n", attr->iface);
 		return -FI_ENOSYS;

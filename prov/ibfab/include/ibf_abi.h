@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * The application's structs at the API version it opened the fabric with
+ * (fi_fabric's attr->api_version).  libfabric's structs grow at their end
+ * from one release to the next, and an application built against older
+ * headers has the older size; ibfab may be built against newer ones.  So
+ * whatever ibfab writes into (or reads from) such a struct goes through
+ * here, and nothing past the caller's size is touched (libfabric's own
+ * providers do the same with ofi_cq_err_memcpy).  An api of 0 means the
+ * version ibfab was built for.
+ */
+#ifndef IBF_ABI_H
+#define IBF_ABI_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_eq.h>
+
+/* Whether the application's version is at least major.minor. */
+static inline int ibf_api_ge(uint32_t api, int major, int minor)
+{
+	return !api || FI_VERSION_GE(api, FI_VERSION(major, minor));
+}
+
+/* Bytes of struct fi_cq_err_entry the application has. */
+size_t ibf_cq_err_size(uint32_t api);
+/* Hand error entry e to the application's *user: its size, and err_data
+ * as fi_cq(3) says (from 1.5 the caller's buffer, which ibfab leaves
+ * unfilled: it has no error data). */
+void ibf_cq_err_copy(uint32_t api, struct fi_cq_err_entry *user,
+		     const struct fi_cq_err_entry *e);
+/* Bytes of struct fi_eq_err_entry the application has (err_data_size
+ * came in 1.5). */
+size_t ibf_eq_err_size(uint32_t api);
+
+#endif /* IBF_ABI_H */
