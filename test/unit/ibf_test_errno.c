@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* Each verbs completion status gets its own libfabric error. */
+/* Each verbs completion status gets its own libfabric error; log lines
+ * name enum values. */
 #include <criterion/criterion.h>
 #include <errno.h>
+
+#include <rdma/fi_atomic.h>
 
 #include "ibf.h"
 
@@ -47,4 +50,22 @@ Test(error_codes, errno_to_fi)
 	cr_assert_eq(ibf_errno_to_fi(ECONNREFUSED), -FI_ECONNREFUSED);
 	cr_assert_eq(ibf_errno_to_fi(ETIMEDOUT), -FI_ETIMEDOUT);
 	cr_assert_eq(ibf_errno_to_fi(EHOSTUNREACH), -FI_EHOSTUNREACH);
+}
+
+/* Log lines name enum values (issue: they printed numbers). */
+Test(names, enums_by_name)
+{
+	char b[IBF_ENUM_STR];
+
+	cr_expect_str_eq(ibf_enum_str(b, sizeof(b), FI_TYPE_ATOMIC_OP, FI_SUM), "FI_SUM");
+	cr_expect_str_eq(ibf_enum_str(b, sizeof(b), FI_TYPE_ATOMIC_TYPE, FI_UINT64),
+			 "FI_UINT64");
+	cr_expect_str_eq(ibf_enum_str(b, sizeof(b), FI_TYPE_AV_TYPE, FI_AV_TABLE),
+			 "FI_AV_TABLE");
+	cr_expect_str_eq(ibf_enum_str(b, sizeof(b), IBF_TYPE_WAIT_OBJ, FI_WAIT_FD),
+			 "FI_WAIT_FD");
+	cr_expect_str_eq(ibf_enum_str(b, sizeof(b), FI_TYPE_ATOMIC_OP, 999),
+			 "Unknown (999)");
+	cr_expect_str_eq(ibf_enum_str(b, sizeof(b), IBF_TYPE_WAIT_OBJ, 77),
+			 "Unknown (77)");
 }

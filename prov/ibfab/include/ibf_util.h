@@ -102,6 +102,16 @@ static inline int ibf_bits_subset(uint64_t want, uint64_t have)
 
 /* Members of fi_ops that an object does not support: -FI_ENOSYS. */
 struct fid;
+/*
+ * An enum value for a log line, by name: "FI_SUM", or "Unknown (99)" for a
+ * value libfabric has no name for.  type is fi_tostr's (enum fi_type), or
+ * IBF_TYPE_WAIT_OBJ, which fi_tostr does not know.  Thread-safe: the
+ * name goes in buf.
+ */
+#define IBF_TYPE_WAIT_OBJ (-1)
+#define IBF_ENUM_STR 48
+const char *ibf_enum_str(char *buf, size_t len, int type, int value);
+
 int ibf_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
 int ibf_no_control(struct fid *fid, int command, void *arg);
 int ibf_no_ops_open(struct fid *fid, const char *name, uint64_t flags,

@@ -57,9 +57,12 @@ int ibf_atomic_args_check(const struct ibf_atomic_args *a, size_t iov_limit,
 	size_t n;
 
 	if (!ibf_atomic_valid(a->dt, a->op, a->kind)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "atomic op %d on "
-			       "datatype %d is not supported here (see "
-			       "fi_query_atomic)\n", a->op, a->dt);
+		char op[IBF_ENUM_STR], dt[IBF_ENUM_STR];
+
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "atomic %s on %s is "
+			       "not supported here (see fi_query_atomic)\n",
+			       ibf_enum_str(op, sizeof(op), FI_TYPE_ATOMIC_OP, a->op),
+			       ibf_enum_str(dt, sizeof(dt), FI_TYPE_ATOMIC_TYPE, a->dt));
 		return -FI_EOPNOTSUPP;
 	}
 	if (a->nrma != 1 || !a->rma || a->nopnd > iov_limit ||
@@ -160,9 +163,14 @@ size_t ibf_atomic_serve(struct ibf_domain *dom, void *wire, size_t len,
 	ret = ibf_atomic_req_check(dom, req, len, eager_size);
 	req->status = ret;
 	if (ret) {
+		char op[IBF_ENUM_STR], dt[IBF_ENUM_STR];
+
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "refused a peer's "
-			       "atomic (op %u, datatype %u, %u elements at "
-			       "%#llx, key %#llx): %s\n", req->op, req->datatype,
+			       "atomic (%s, %s, %u elements at %#llx, key "
+			       "%#llx): %s\n",
+			       ibf_enum_str(op, sizeof(op), FI_TYPE_ATOMIC_OP, req->op),
+			       ibf_enum_str(dt, sizeof(dt), FI_TYPE_ATOMIC_TYPE,
+					    req->datatype),
 			       req->count, (unsigned long long)req->addr,
 			       (unsigned long long)req->key, fi_strerror(-ret));
 		return sizeof(*req);

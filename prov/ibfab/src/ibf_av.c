@@ -686,8 +686,10 @@ int ibf_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr,
 	}
 	if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP &&
 	    attr->type != FI_AV_TABLE) {
-		IBF_WARN(FI_LOG_AV, "AV type %d: use FI_AV_MAP or FI_AV_TABLE\n",
-			 attr->type);
+		char t[IBF_ENUM_STR];
+
+		IBF_WARN(FI_LOG_AV, "AV type %s: use FI_AV_MAP or FI_AV_TABLE\n",
+			 ibf_enum_str(t, sizeof(t), FI_TYPE_AV_TYPE, attr->type));
 		return -FI_EINVAL;
 	}
 	av = calloc(1, sizeof(*av));

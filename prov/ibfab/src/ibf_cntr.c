@@ -420,8 +420,11 @@ int ibf_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		return -FI_ENOSYS;
 	}
 	if (wait != FI_WAIT_NONE && wait != FI_WAIT_UNSPEC && wait != FI_WAIT_FD) {
-		IBF_WARN(FI_LOG_CQ, "counter wait object %d: FI_WAIT_NONE, "
-			 "FI_WAIT_UNSPEC and FI_WAIT_FD are supported\n", wait);
+		char w[IBF_ENUM_STR];
+
+		IBF_WARN(FI_LOG_CQ, "counter wait object %s: FI_WAIT_NONE, "
+			 "FI_WAIT_UNSPEC and FI_WAIT_FD are supported\n",
+			 ibf_enum_str(w, sizeof(w), IBF_TYPE_WAIT_OBJ, wait));
 		return -FI_ENOSYS;
 	}
 	if (attr && attr->flags) {

@@ -807,18 +807,21 @@ static int ibf_cq_close(struct fid *fid)
 
 static int ibf_cq_check_attr(const struct fi_cq_attr *attr)
 {
+	char name[IBF_ENUM_STR];
 	int ret;
 
 	if (!ibf_cq_entry_size(attr->format == FI_CQ_FORMAT_UNSPEC ?
 			       FI_CQ_FORMAT_CONTEXT : attr->format)) {
-		IBF_WARN(FI_LOG_CQ, "CQ format %d is not one of CONTEXT, MSG, "
-			 "DATA or TAGGED\n", attr->format);
+		IBF_WARN(FI_LOG_CQ, "CQ format %s is not one of CONTEXT, MSG, "
+			 "DATA or TAGGED\n", ibf_enum_str(name, sizeof(name),
+			 FI_TYPE_CQ_FORMAT, attr->format));
 		return -FI_EINVAL;
 	}
 	ret = ibf_check_wait_obj(attr->wait_obj);
 	if (ret) {
-		IBF_WARN(FI_LOG_CQ, "CQ wait object %d: use FI_WAIT_NONE, "
-			 "FI_WAIT_UNSPEC or FI_WAIT_FD\n", attr->wait_obj);
+		IBF_WARN(FI_LOG_CQ, "CQ wait object %s: use FI_WAIT_NONE, "
+			 "FI_WAIT_UNSPEC or FI_WAIT_FD\n", ibf_enum_str(name,
+			 sizeof(name), IBF_TYPE_WAIT_OBJ, attr->wait_obj));
 		return ret;
 	}
 	if (attr->wait_cond != FI_CQ_COND_NONE) {

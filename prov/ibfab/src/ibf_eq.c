@@ -326,8 +326,11 @@ static int ibf_eq_check_attr(const struct fi_eq_attr *attr)
 	int ret = ibf_check_wait_obj(attr->wait_obj);
 
 	if (ret) {
-		IBF_WARN(FI_LOG_EQ, "EQ wait object %d: use FI_WAIT_NONE, "
-			 "FI_WAIT_UNSPEC or FI_WAIT_FD\n", attr->wait_obj);
+		char w[IBF_ENUM_STR];
+
+		IBF_WARN(FI_LOG_EQ, "EQ wait object %s: use FI_WAIT_NONE, "
+			 "FI_WAIT_UNSPEC or FI_WAIT_FD\n",
+			 ibf_enum_str(w, sizeof(w), IBF_TYPE_WAIT_OBJ, attr->wait_obj));
 		return ret;
 	}
 	if (attr->flags & ~(FI_WRITE | FI_AFFINITY)) {

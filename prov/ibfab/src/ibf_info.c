@@ -105,8 +105,8 @@ static int ibf_query_limits(struct rdma_cm_id *id, struct ibf_dev_limits *lim)
 	    ibv_query_port(id->verbs, id->port_num, &port))
 		return -FI_ENODEV;
 	if (port.state != IBV_PORT_ACTIVE) {
-		IBF_INFO(FI_LOG_CORE, "%s port %u is not ACTIVE (state %d)\n",
-			 name, id->port_num, port.state);
+		IBF_INFO(FI_LOG_CORE, "%s port %u is not ACTIVE (%s)\n",
+			 name, id->port_num, ibv_port_state_str(port.state));
 		return -FI_ENODEV;
 	}
 	memset(lim, 0, sizeof(*lim));

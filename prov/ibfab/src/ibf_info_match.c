@@ -252,16 +252,19 @@ static int ibf_match_ep(const struct fi_info *tmpl, const struct fi_ep_attr *h,
 			char *why, size_t why_len)
 {
 	const struct fi_ep_attr *t = tmpl->ep_attr;
+	char name[IBF_ENUM_STR];
 
 	if (h->type != FI_EP_UNSPEC && h->type != t->type)
-		return ibf_nomatch(why, why_len, "ep_type %d: ibfab offers FI_EP_MSG and "
-			    "FI_EP_RDM", h->type);
+		return ibf_nomatch(why, why_len, "ep_type %s: ibfab offers FI_EP_MSG and "
+			    "FI_EP_RDM", ibf_enum_str(name, sizeof(name),
+						      FI_TYPE_EP_TYPE, h->type));
 	if (t->type == FI_EP_RDM && h->rx_ctx_cnt == FI_SHARED_CONTEXT)
 		return ibf_nomatch(why, why_len, "rx_ctx_cnt FI_SHARED_CONTEXT: an RDM endpoint "
 			    "shares its receive buffers among all its peers already");
 	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != t->protocol)
-		return ibf_nomatch(why, why_len, "protocol %d: ibfab speaks FI_PROTO_RDMA_CM_IB_RC",
-			    h->protocol);
+		return ibf_nomatch(why, why_len, "protocol %s: ibfab speaks FI_PROTO_RDMA_CM_IB_RC",
+			    ibf_enum_str(name, sizeof(name), FI_TYPE_PROTOCOL,
+					 (int)h->protocol));
 	if (h->max_msg_size > t->max_msg_size)
 		return ibf_nomatch(why, why_len, "max_msg_size %zu exceeds the port's %zu",
 			    h->max_msg_size, t->max_msg_size);
@@ -375,6 +378,7 @@ static int ibf_hints_rx_cq_data(const struct fi_info *hints)
 int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
 		   const struct fi_info *hints, char *why, size_t why_len)
 {
+	char fmt[2][IBF_ENUM_STR];
 	int ret;
 
 	if (!hints)
@@ -386,8 +390,11 @@ int ibf_info_match(const struct fi_info *tmpl, uint32_t version,
 	if (hints->addr_format != FI_FORMAT_UNSPEC &&
 	    hints->addr_format != FI_SOCKADDR &&
 	    hints->addr_format != tmpl->addr_format)
-		return ibf_nomatch(why, why_len, "addr_format %u: this address is %u",
-			    hints->addr_format, tmpl->addr_format);
+		return ibf_nomatch(why, why_len, "addr_format %s: this address is %s",
+			    ibf_enum_str(fmt[0], sizeof(fmt[0]), FI_TYPE_ADDR_FORMAT,
+					 (int)hints->addr_format),
+			    ibf_enum_str(fmt[1], sizeof(fmt[1]), FI_TYPE_ADDR_FORMAT,
+					 (int)tmpl->addr_format));
 	if (hints->fabric_attr && hints->fabric_attr->name &&
 	    strcmp(hints->fabric_attr->name, tmpl->fabric_attr->name))
 		return ibf_nomatch(why, why_len, "fabric name %s is not %s", hints->fabric_attr->name,

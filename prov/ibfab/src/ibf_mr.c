@@ -396,8 +396,11 @@ static int ibf_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,
 	/* iface came in 1.10: an older caller's struct ends before it. */
 	if (ibf_api_ge(dom->fabric->api_version, 1, 10) &&
 	    attr->iface != FI_HMEM_SYSTEM) {
-		IBF_WARN(FI_LOG_MR, "fi_mr_regattr: iface %d: ibfab registers "
-			 "host memory only\n", attr->iface);
+		char i[IBF_ENUM_STR];
+
+		IBF_WARN(FI_LOG_MR, "fi_mr_regattr: iface %s: ibfab registers "
+			 "host memory only\n", ibf_enum_str(i, sizeof(i),
+			 FI_TYPE_HMEM_IFACE, attr->iface));
 		return -FI_ENOSYS;
 	}
 	return ibf_mr_regv(fid, attr->mr_iov, attr->iov_count, attr->access,

@@ -3,6 +3,8 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -195,4 +197,28 @@ int ibf_ep_opsflag(int command, uint64_t *flags, uint64_t *tx, uint64_t *rx)
 	else
 		*which = *flags & ~(FI_TRANSMIT | FI_RECV);
 	return 0;
+}
+
+const char *ibf_enum_str(char *buf, size_t len, int type, int value)
+{
+	static const char *const waits[] = {
+		[FI_WAIT_NONE] = "FI_WAIT_NONE", [FI_WAIT_UNSPEC] = "FI_WAIT_UNSPEC",
+		[FI_WAIT_SET] = "FI_WAIT_SET", [FI_WAIT_FD] = "FI_WAIT_FD",
+		[FI_WAIT_MUTEX_COND] = "FI_WAIT_MUTEX_COND",
+		[FI_WAIT_YIELD] = "FI_WAIT_YIELD", [FI_WAIT_POLLFD] = "FI_WAIT_POLLFD",
+	};
+	const char *name = NULL;
+
+	if (type == IBF_TYPE_WAIT_OBJ) {
+		if (value >= 0 && (size_t)value < sizeof(waits) / sizeof(waits[0]))
+			name = waits[value];
+	} else if (fi_tostr_r(buf, len, &value, (enum fi_type)type) &&
+		   strcmp(buf, "Unknown") && buf[0]) {
+		return buf;
+	}
+	if (name)
+		snprintf(buf, len, "%s", name);
+	else
+		snprintf(buf, len, "Unknown (%d)", value);
+	return buf;
 }
