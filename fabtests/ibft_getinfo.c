@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * fi_getinfo as an application sees it: which domains are listed, whether
- * their attributes are usable, and whether hints that cannot be met give
- * -FI_ENODATA.  Run with -D naming the domains that must be listed and
- * -s/-d naming two local addresses on different devices.
+ * their attributes are usable (fi_info->nic included), and whether hints
+ * that cannot be met give -FI_ENODATA.  Run with -D naming the domains
+ * that must be listed and -s/-d naming two local addresses on different
+ * devices.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -45,6 +46,25 @@ static void check_domains_listed(void)
 		IBFT_CHECK(listed(info, dom), name, "domain %s not listed", dom);
 	}
 	free(list);
+	/* IBFT_DOMAINS_ONLY: the provider was told to use -D's domains alone
+	 * (ibfab: FI_IBFAB_DEVICE), and lists no other. */
+	if (getenv("IBFT_DOMAINS_ONLY")) {
+		const char *other = NULL, *l;
+		struct fi_info *cur;
+		size_t n;
+
+		for (cur = info; cur && !other; cur = cur->next) {
+			n = strlen(cur->domain_attr->name);
+			l = ibft_opts.domains ? ibft_opts.domains : "";
+			while (*l && (strncmp(l, cur->domain_attr->name, n) ||
+				      (l[n] && l[n] != ',')))
+				l += strcspn(l, ",") + (l[strcspn(l, ",")] == ',');
+			if (!*l)
+				other = cur->domain_attr->name;
+		}
+		IBFT_CHECK(!other, "getinfo-domains-only", "domain %s listed too",
+			   other);
+	}
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 }
@@ -84,6 +104,55 @@ static void check_attributes(void)
 			bad = snprintf(why, sizeof(why), "%s: verbs needs FI_MR_LOCAL", d);
 	}
 	IBFT_CHECK(!bad, "getinfo-attributes", "%s", why);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
+/*
+ * fi_info->nic names each entry's device and says what its link is, so
+ * that a consumer can pick the NIC nearest a process (Open MPI 5 reads
+ * it).  Each entry's nic is printed, to set providers side by side.
+ */
+static void check_nic(void)
+{
+	struct fi_info *hints = ibft_msg_hints(), *info, *cur;
+	const char *shown = "";
+	struct fid_nic *n;
+	char why[256] = "";
+	int bad = 0;
+
+	if (getinfo(NULL, NULL, 0, hints, &info)) {
+		IBFT_CHECK(0, "getinfo-nic", "no info");
+		fi_freeinfo(hints);
+		return;
+	}
+	for (cur = info; cur && !bad; cur = cur->next) {
+		const char *d = cur->domain_attr->name;
+
+		n = cur->nic;
+		if (!n || !n->device_attr || !n->bus_attr || !n->link_attr)
+			bad = snprintf(why, sizeof(why), "%s: no nic", d);
+		else if (!n->device_attr->name || strcmp(n->device_attr->name, d))
+			bad = snprintf(why, sizeof(why), "%s: nic names device %s",
+				       d, n->device_attr->name);
+		else if (!n->device_attr->vendor_id || !n->device_attr->device_id)
+			bad = snprintf(why, sizeof(why), "%s: no vendor or device id", d);
+		else if (n->link_attr->state != FI_LINK_UP || !n->link_attr->mtu ||
+			 !n->link_attr->network_type)
+			bad = snprintf(why, sizeof(why), "%s: link state %d, mtu %zu",
+				       d, n->link_attr->state, n->link_attr->mtu);
+		else if (strcmp(d, shown) && (shown = d))	/* once a domain */
+			printf("# %s: %s vendor %s device %s fw %s driver %s bus %s, "
+			       "%s link, mtu %zu, %zu bit/s\n", d,
+			       n->device_attr->name, n->device_attr->vendor_id,
+			       n->device_attr->device_id,
+			       n->device_attr->firmware ? n->device_attr->firmware : "-",
+			       n->device_attr->driver ? n->device_attr->driver : "-",
+			       n->bus_attr->bus_type == FI_BUS_PCI ? "PCI" : "none",
+			       n->link_attr->network_type, n->link_attr->mtu,
+			       n->link_attr->speed);
+	}
+	IBFT_CHECK(!bad, "getinfo-nic", "%s", why);
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 }
@@ -206,6 +275,7 @@ int main(int argc, char **argv)
 	ibft_parse(argc, argv, "(-s ADDR1 -d ADDR2: addresses of two devices)");
 	check_domains_listed();
 	check_attributes();
+	check_nic();
 	check_bad_hints();
 	if (ibft_opts.src)
 		check_source(ibft_opts.src, NULL);

@@ -14,6 +14,7 @@ static void clear_env(void)
 	unsetenv("FI_IBFAB_CM_TIMEOUT");
 	unsetenv("FI_IBFAB_CQ_SIZE");
 	unsetenv("FI_IBFAB_MIN_RNR_TIMER");
+	unsetenv("FI_IBFAB_DEVICE");
 }
 
 static void setup(void)
@@ -67,4 +68,18 @@ Test(params, out_of_range_keeps_default)
 	cr_assert_eq(ibf_params.tx_size, 384);
 	cr_assert_eq(ibf_params.cq_size, 1024);
 	cr_assert_eq(ibf_params.cm_timeout_ms, 2000);
+}
+
+/* FI_IBFAB_DEVICE names devices exactly, commas between. */
+Test(params, device_by_name)
+{
+	ibf_params_load();
+	cr_assert(ibf_device_wanted("mlx5_0"));	/* unset: every device */
+	setenv("FI_IBFAB_DEVICE", "rxe1,mlx5_0", 1);
+	ibf_params_load();
+	cr_assert(ibf_device_wanted("rxe1"));
+	cr_assert(ibf_device_wanted("mlx5_0"));
+	cr_assert_not(ibf_device_wanted("rxe0"));
+	cr_assert_not(ibf_device_wanted("mlx5"));	/* a prefix is not a name */
+	cr_assert_not(ibf_device_wanted("mlx5_01"));
 }

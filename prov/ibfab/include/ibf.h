@@ -62,6 +62,7 @@ struct ibf_params {
 	size_t inline_size;	/* 0: the device's limit */
 	size_t cq_size;
 	char *iface;		/* NULL: every interface */
+	char *device;		/* NULL: every device; else names, commas between */
 	int link_local;		/* list IPv6 link-local addresses too */
 	int cm_timeout_ms;
 	int min_rnr_timer;	/* IB encoding, 1..31 */
@@ -117,6 +118,28 @@ struct ibf_tag_hdr {
 #define IBF_HDR_ATOMIC_RESP 8	/* its answer */
 
 /* What discovery learns about one usable (device, port, address). */
+/* What fi_info->nic says of a device and port (ibf_nic.c). */
+struct ibf_nic_facts {
+	uint32_t vendor_id, vendor_part_id, hw_ver;
+	char fw_ver[64];
+	char driver[32];	/* sysfs; "" if none */
+	uint8_t active_mtu, active_speed, active_width, link_layer;
+	int port_state;
+	int has_pci;
+	struct fi_pci_attr pci;
+};
+/* The fid_nic of those facts for the fi_info at addr; NULL if out of
+ * memory.  libfabric's fi_dupinfo and fi_freeinfo copy and close it. */
+struct fid_nic *ibf_nic_new(const struct ibf_nic_facts *f, const char *dev_name,
+			    const struct sockaddr *addr);
+/* Facts from sysfs: the PCI address and the driver (none for software
+ * devices such as rxe). */
+void ibf_nic_sysfs(const char *dev_name, struct ibf_nic_facts *f);
+/* The PCI address a sysfs device path ends in ("0000:3b:00.0"). */
+int ibf_nic_pci_parse(const char *path, struct fi_pci_attr *pci);
+/* Link speed in bits/s from verbs' active_speed and active_width codes. */
+size_t ibf_nic_speed(uint8_t active_speed, uint8_t active_width);
+
 struct ibf_dev_limits {
 	char dev_name[64];
 	char fabric_name[64];
@@ -130,6 +153,7 @@ struct ibf_dev_limits {
 	int max_mr;
 	int max_srq;
 	uint32_t max_inline;
+	struct ibf_nic_facts nic;
 };
 
 /*
@@ -146,6 +170,8 @@ int ibf_getinfo(uint32_t version, const char *node, const char *service,
 void ibf_info_cleanup(void);
 
 /* ibf_info_match.c: templates and hint filtering, no device needed. */
+/* Whether FI_IBFAB_DEVICE lets the device of this name in (ibf_info.c). */
+int ibf_device_wanted(const char *name);
 struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 				  const struct sockaddr *src);
 struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,

@@ -125,6 +125,16 @@ static int ibf_query_limits(struct rdma_cm_id *id, struct ibf_dev_limits *lim)
 	lim->max_mr = dev.max_mr;
 	lim->max_srq = dev.max_srq;
 	lim->max_inline = ibf_max_inline(id->verbs, name);
+	lim->nic.vendor_id = dev.vendor_id;
+	lim->nic.vendor_part_id = dev.vendor_part_id;
+	lim->nic.hw_ver = dev.hw_ver;
+	snprintf(lim->nic.fw_ver, sizeof(lim->nic.fw_ver), "%s", dev.fw_ver);
+	lim->nic.active_mtu = (uint8_t)port.active_mtu;
+	lim->nic.active_speed = port.active_speed;
+	lim->nic.active_width = port.active_width;
+	lim->nic.link_layer = port.link_layer;
+	lim->nic.port_state = port.state;
+	ibf_nic_sysfs(name, &lim->nic);
 	return 0;
 }
 
@@ -144,6 +154,24 @@ static int ibf_iface_wanted(const struct ifaddrs *ifa)
 	return 1;
 }
 
+/* Whether FI_IBFAB_DEVICE (names, commas between) lets name in. */
+int ibf_device_wanted(const char *name)
+{
+	const char *p = ibf_params.device;
+	size_t len = strlen(name);
+
+	if (!p)
+		return 1;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (n == len && !strncmp(p, name, len))
+			return 1;
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
+
 /* Which device does this address belong to?  librdmacm knows. */
 static int ibf_bind_probe(const struct sockaddr *addr, struct ibf_port_addr *pa)
 {
@@ -158,6 +186,8 @@ static int ibf_bind_probe(const struct sockaddr *addr, struct ibf_port_addr *pa)
 	else
 		ret = ibf_query_limits(id, &pa->lim);
 	rdma_destroy_id(id);
+	if (!ret && !ibf_device_wanted(pa->lim.dev_name))
+		ret = -FI_ENODEV;
 	if (!ret) {
 		memset(&pa->addr, 0, sizeof(pa->addr));
 		memcpy(&pa->addr, addr, ibf_addr_len(addr));
@@ -176,7 +206,8 @@ static void ibf_explain_nothing(int ndev, int naddr)
 		IBF_WARN(FI_LOG_CORE, "%d RDMA device(s) but no ACTIVE port with an "
 			 "IP address%s: bring the port up and give its netdev an "
 			 "address (IPoIB on InfiniBand)\n", ndev,
-			 ibf_params.iface ? " on FI_IBFAB_IFACE" : "");
+			 ibf_params.iface ? " on FI_IBFAB_IFACE" :
+			 ibf_params.device ? " on FI_IBFAB_DEVICE" : "");
 	if (!getrlimit(RLIMIT_MEMLOCK, &rl) && rl.rlim_cur != RLIM_INFINITY &&
 	    rl.rlim_cur < (64 << 20) && geteuid() != 0)
 		IBF_WARN(FI_LOG_CORE, "RLIMIT_MEMLOCK is %llu KiB: registering "
@@ -363,6 +394,9 @@ static struct fi_info *ibf_info_for(const struct ibf_port_addr *pa,
 	if (!info)
 		return NULL;
 	if (ibf_info_match(info, version, hints, why, why_len))
+		goto drop;
+	info->nic = ibf_nic_new(&pa->lim.nic, pa->lim.dev_name, src);
+	if (!info->nic)
 		goto drop;
 	ibf_info_narrow(info, version, hints);
 	if (hints && hints->handle && hints->handle->fclass == FI_CLASS_PEP)

@@ -20,6 +20,7 @@ static const struct ibf_params ibf_params_default = {
 	.inline_size = 0,
 	.cq_size = 1024,
 	.iface = NULL,
+	.device = NULL,
 	.link_local = 0,
 	.cm_timeout_ms = 2000,
 	.min_rnr_timer = 8,
@@ -90,6 +91,9 @@ void ibf_params_define(void)
 	for (i = 0; i < sizeof(ibf_size_params) / sizeof(ibf_size_params[0]); i++)
 		fi_param_define(&ibf_prov, ibf_size_params[i].name, FI_PARAM_SIZE_T,
 				"%s", ibf_size_params[i].help);
+	fi_param_define(&ibf_prov, "device", FI_PARAM_STRING,
+			"Use only these RDMA devices, by name, commas between "
+			"(e.g. mlx5_0,mlx5_1); default: all");
 	fi_param_define(&ibf_prov, "iface", FI_PARAM_STRING,
 			"Use only network interfaces whose name starts with this "
 			"(e.g. ib0 or eth); default: all");
@@ -131,6 +135,8 @@ void ibf_params_load(void)
 	}
 	if (!fi_param_get_str(&ibf_prov, "iface", &s) && s && *s)
 		ibf_params.iface = s;
+	if (!fi_param_get_str(&ibf_prov, "device", &s) && s && *s)
+		ibf_params.device = s;
 	if (!fi_param_get_bool(&ibf_prov, "link_local", &iv))
 		ibf_params.link_local = !!iv;
 	if (!fi_param_get_int(&ibf_prov, "cm_timeout", &iv)) {
