@@ -113,6 +113,10 @@ static void check_close_while_read(struct node *b)
 	uint8_t m[EAGER] = "";
 	int ok, i, started = 0;
 
+	if (ibft_deviates("verbs;ofi_rxm", "cntr-close-while-read", "libfabric "
+			  "1.17's rxm crashes (SIGSEGV in libfabric.so) when an "
+			  "endpoint closes while another thread reads its counter"))
+		return;
 	want_threading = FI_THREAD_SAFE;
 	n = node_open(0, FI_MSG, 0);
 	want_threading = FI_THREAD_DOMAIN;
