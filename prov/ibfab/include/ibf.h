@@ -116,8 +116,26 @@ struct ibf_tag_hdr {
 #define IBF_HDR_DATA 2
 #define IBF_HDR_ATOMIC 4	/* an atomic request (ibf_atomic_ops.h) */
 #define IBF_HDR_ATOMIC_RESP 8	/* its answer */
+#define IBF_HDR_KNOWN (IBF_HDR_TAGGED | IBF_HDR_DATA | IBF_HDR_ATOMIC | \
+		       IBF_HDR_ATOMIC_RESP)
 
-/* What discovery learns about one usable (device, port, address). */
+/* What a framed message a peer sent is (ibf_tagged.c), checked before any
+ * of it is used: a message (payload for a receive), an atomic request or
+ * answer (payload for ibf_atomic_ops.c), or bytes to drop. */
+enum ibf_frame_kind {
+	IBF_FRAME_DROP, IBF_FRAME_MSG, IBF_FRAME_ATOMIC, IBF_FRAME_ATOMIC_RESP
+};
+struct ibf_frame {
+	enum ibf_frame_kind kind;
+	const char *why;	/* a drop's reason */
+	uint64_t tag;		/* IBF_FRAME_MSG: 0 untagged */
+	uint32_t data;
+	uint32_t flags;
+	const uint8_t *payload;	/* within the len bytes parsed */
+	size_t len;
+};
+void ibf_frame_parse(const void *mem, size_t len, struct ibf_frame *f);
+
 /* What fi_info->nic says of a device and port (ibf_nic.c). */
 struct ibf_nic_facts {
 	uint32_t vendor_id, vendor_part_id, hw_ver;
@@ -140,6 +158,7 @@ int ibf_nic_pci_parse(const char *path, struct fi_pci_attr *pci);
 /* Link speed in bits/s from verbs' active_speed and active_width codes. */
 size_t ibf_nic_speed(uint8_t active_speed, uint8_t active_width);
 
+/* What discovery learns about one usable (device, port, address). */
 struct ibf_dev_limits {
 	char dev_name[64];
 	char fabric_name[64];

@@ -182,9 +182,6 @@ int ibf_rdm_iov_check(const struct iovec *iov, size_t count, size_t limit,
 		      size_t *len, const char *what);
 /* Gather count iovs into dst. */
 void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count);
-/* Scatter len bytes into the iovs; returns how many fitted. */
-size_t ibf_rdm_copy_to_iov(const struct iovec *iov, size_t count,
-			   const uint8_t *src, size_t len);
 
 /*
  * fi_inject and its kin: the buffer is free on return and no completion is

@@ -102,6 +102,11 @@ static inline int ibf_bits_subset(uint64_t want, uint64_t have)
 
 /* Members of fi_ops that an object does not support: -FI_ENOSYS. */
 struct fid;
+/* Scatter len bytes of src into iov[0..count); returns how many fitted
+ * (the rest is the receive's overflow). */
+size_t ibf_copy_to_iov(const struct iovec *iov, size_t count,
+		       const uint8_t *src, size_t len);
+
 /*
  * An enum value for a log line, by name: "FI_SUM", or "Unknown (99)" for a
  * value libfabric has no name for.  type is fi_tostr's (enum fi_type), or

@@ -164,7 +164,7 @@ void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			       "an atomic: %s (its log says why)\n",
 			       fi_strerror(-resp->status));
 	} else if (got) {
-		ibf_rdm_copy_to_iov(op->iov, op->count,
+		ibf_copy_to_iov(op->iov, op->count,
 				    b->mem + IBF_RDM_HDR + sizeof(*resp), got);
 	}
 	ibf_rdm_bounce_release(ep, b);

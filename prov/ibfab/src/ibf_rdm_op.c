@@ -464,16 +464,3 @@ void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count)
 		dst += iov[i].iov_len;
 	}
 }
-
-size_t ibf_rdm_copy_to_iov(const struct iovec *iov, size_t count,
-			   const uint8_t *src, size_t len)
-{
-	size_t i, n, done = 0;
-
-	for (i = 0; i < count && done < len; i++) {
-		n = IBF_MIN(iov[i].iov_len, len - done);
-		memcpy(iov[i].iov_base, src + done, n);
-		done += n;
-	}
-	return done;
-}

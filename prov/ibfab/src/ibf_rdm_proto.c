@@ -140,7 +140,7 @@ void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 		ibf_rdm_read_start(ep, r, b);
 		return;
 	}
-	copied = ibf_rdm_copy_to_iov(r->iov, r->count, b->mem + IBF_RDM_HDR,
+	copied = ibf_copy_to_iov(r->iov, r->count, b->mem + IBF_RDM_HDR,
 				     b->op.len);
 	r->op.len = copied;
 	r->op.olen = b->op.len - copied;

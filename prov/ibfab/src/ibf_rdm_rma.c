@@ -184,7 +184,7 @@ void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc)
 	if (--op->reads_left)
 		return;
 	if (!op->read_err && op->via_slot && op->wr_kind == IBF_RDM_WR_READ)
-		ibf_rdm_copy_to_iov(op->iov, op->count, op->mem + IBF_RDM_HDR,
+		ibf_copy_to_iov(op->iov, op->count, op->mem + IBF_RDM_HDR,
 				    op->op.len);
 	ibf_rdm_complete(op, op->read_err);
 }

@@ -147,6 +147,38 @@ static int ibf_bounce_post(struct ibf_tagged *t, struct ibf_op *b)
 	return ret;
 }
 
+void ibf_frame_parse(const void *mem, size_t len, struct ibf_frame *f)
+{
+	struct ibf_tag_hdr hdr;
+
+	memset(f, 0, sizeof(*f));
+	f->kind = IBF_FRAME_DROP;
+	if (len < sizeof(hdr)) {
+		f->why = "shorter than a header";
+		return;
+	}
+	memcpy(&hdr, mem, sizeof(hdr));
+	f->flags = hdr.flags;
+	f->payload = (const uint8_t *)mem + sizeof(hdr);
+	f->len = len - sizeof(hdr);
+	if (hdr.flags & ~IBF_HDR_KNOWN) {
+		f->why = "flags ibfab does not send";
+	} else if (hdr.flags & IBF_HDR_ATOMIC) {
+		f->kind = hdr.flags == IBF_HDR_ATOMIC ? IBF_FRAME_ATOMIC : IBF_FRAME_DROP;
+		f->why = "an atomic request with other flags";
+	} else if (hdr.flags & IBF_HDR_ATOMIC_RESP) {
+		f->kind = hdr.flags == IBF_HDR_ATOMIC_RESP ? IBF_FRAME_ATOMIC_RESP :
+			  IBF_FRAME_DROP;
+		f->why = "an atomic answer with other flags";
+	} else {
+		f->kind = IBF_FRAME_MSG;
+		f->tag = (hdr.flags & IBF_HDR_TAGGED) ? hdr.tag : 0;
+		f->data = hdr.data;
+	}
+	if (f->kind != IBF_FRAME_DROP)
+		f->why = NULL;
+}
+
 /* Copy a message from its bounce into receive r, and say what happened. */
 static void ibf_deliver(struct ibf_tagged *t, int r, struct ibf_op *b)
 {
@@ -154,13 +186,9 @@ static void ibf_deliver(struct ibf_tagged *t, int r, struct ibf_op *b)
 	const struct ibf_tag_hdr *hdr = (const void *)mem;
 	struct ibf_urecv *x = &t->ext[r];
 	struct ibf_op *op = &t->urecv[r];
-	size_t plen = b->len - sizeof(*hdr), done = 0, i, n;
+	size_t plen = b->len - sizeof(*hdr), done;
 
-	for (i = 0; i < x->count && done < plen; i++) {
-		n = IBF_MIN(x->iov[i].iov_len, plen - done);
-		memcpy(x->iov[i].iov_base, mem + sizeof(*hdr) + done, n);
-		done += n;
-	}
+	done = ibf_copy_to_iov(x->iov, x->count, mem + sizeof(*hdr), plen);
 	op->flags = FI_RECV | ((hdr->flags & IBF_HDR_TAGGED) ? FI_TAGGED : FI_MSG) |
 		    ((hdr->flags & IBF_HDR_DATA) ? FI_REMOTE_CQ_DATA : 0);
 	op->len = done;
@@ -326,6 +354,7 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 			  const struct ibv_wc *wc)
 {
 	struct ibf_tagged *t = b->ep->tagged;
+	struct ibf_frame f;
 	int r;
 
 	__atomic_sub_fetch(&t->posted, 1, __ATOMIC_RELAXED);
@@ -351,12 +380,14 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 		return;
 	}
 	b->len = wc->byte_len;
-	if (b->len < sizeof(struct ibf_tag_hdr)) {
-		ibf_bounce_post(t, b);	/* not one of ours: drop it */
+	ibf_frame_parse(ibf_bounce_mem(t, b), b->len, &f);
+	if (unlikely(f.kind == IBF_FRAME_DROP)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "dropped a peer's "
+			       "message: %s (not ibfab's framing)\n", f.why);
+		ibf_bounce_post(t, b);
 		return;
 	}
-	if (unlikely(((const struct ibf_tag_hdr *)ibf_bounce_mem(t, b))->flags &
-		     (IBF_HDR_ATOMIC | IBF_HDR_ATOMIC_RESP))) {
+	if (unlikely(f.kind != IBF_FRAME_MSG)) {
 		ibf_tagged_on_atomic(t, b);
 		return;
 	}

@@ -222,3 +222,16 @@ const char *ibf_enum_str(char *buf, size_t len, int type, int value)
 		snprintf(buf, len, "Unknown (%d)", value);
 	return buf;
 }
+
+size_t ibf_copy_to_iov(const struct iovec *iov, size_t count,
+		       const uint8_t *src, size_t len)
+{
+	size_t i, n, done = 0;
+
+	for (i = 0; i < count && done < len; i++) {
+		n = IBF_MIN(iov[i].iov_len, len - done);
+		memcpy(iov[i].iov_base, src + done, n);
+		done += n;
+	}
+	return done;
+}
