@@ -23,7 +23,7 @@ Test(atomic, sizes_and_validity)
 	cr_assert(!ibf_atomic_valid(FI_FLOAT, FI_BOR, IBF_ATOMIC_PLAIN));
 	cr_assert(!ibf_atomic_valid(FI_DOUBLE, FI_MSWAP, IBF_ATOMIC_COMPARE));
 	cr_assert(!ibf_atomic_valid(FI_FLOAT_COMPLEX, FI_SUM, IBF_ATOMIC_PLAIN));
-	cr_assert(!ibf_atomic_valid(FI_UINT64, FI_ATOMIC_OP_LAST, IBF_ATOMIC_PLAIN));
+	cr_assert(!ibf_atomic_valid(FI_UINT64, (enum fi_op)FI_ATOMIC_OP_LAST, IBF_ATOMIC_PLAIN));
 }
 
 static uint64_t one64(enum fi_op op, uint64_t v, uint64_t a, uint64_t c,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ibf.h"
+#include "ibf_abi.h"
 
 static struct fi_info *tmpl;
 static char why[256];
@@ -142,7 +143,7 @@ Test(info, refuses_scalable_and_missing_mr_bits)
 {
 	struct fi_info *h = msg_hints();
 
-	h->domain_attr->mr_mode = FI_MR_SCALABLE;
+	h->domain_attr->mr_mode = IBF_MR_SCALABLE;
 	refused(h, "FI_MR_SCALABLE");
 	h = msg_hints();
 	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -156,15 +157,15 @@ Test(info, mr_basic_needs_local_mr_mode)
 {
 	struct fi_info *h = msg_hints();
 
-	h->domain_attr->mr_mode = FI_MR_BASIC;
+	h->domain_attr->mr_mode = IBF_MR_BASIC;
 	refused(h, "FI_LOCAL_MR");
 	h = msg_hints();
-	h->domain_attr->mr_mode = FI_MR_BASIC;
-	h->mode |= FI_LOCAL_MR;
+	h->domain_attr->mr_mode = IBF_MR_BASIC;
+	h->mode |= IBF_LOCAL_MR;
 	cr_assert_eq(match(h), 0, "%s", why);
 	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
-	cr_assert_eq(tmpl->domain_attr->mr_mode, FI_MR_BASIC);
-	cr_assert(tmpl->mode & FI_LOCAL_MR);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, IBF_MR_BASIC);
+	cr_assert(tmpl->mode & IBF_LOCAL_MR);
 	fi_freeinfo(h);
 }
 
@@ -172,8 +173,8 @@ Test(info, old_api_unspec_mr_mode_is_basic)
 {
 	struct fi_info *h = msg_hints();
 
-	h->domain_attr->mr_mode = FI_MR_UNSPEC;
-	h->mode |= FI_LOCAL_MR;
+	h->domain_attr->mr_mode = IBF_MR_UNSPEC;
+	h->mode |= IBF_LOCAL_MR;
 	cr_assert_eq(ibf_info_match(tmpl, FI_VERSION(1, 4), h, why, sizeof(why)), 0);
 	cr_assert_eq(ibf_info_match(tmpl, FI_VERSION(1, 5), h, why, sizeof(why)),
 		     -FI_ENODATA);

@@ -18,8 +18,26 @@
 /* Whether the application's version is at least major.minor. */
 static inline int ibf_api_ge(uint32_t api, int major, int minor)
 {
-	return !api || FI_VERSION_GE(api, FI_VERSION(major, minor));
+	return !api || api >= (uint32_t)FI_VERSION(major, minor);
 }
+
+/*
+ * Names libfabric 2.x deprecates (its headers warn on each use), with
+ * their 1.x values: only callers below 2.0 send them, and ibfab must read
+ * them whichever headers it is built against.
+ */
+#define IBF_MR_UNSPEC 0		/* FI_MR_UNSPEC */
+#define IBF_MR_BASIC 1		/* FI_MR_BASIC */
+#define IBF_MR_SCALABLE 2	/* FI_MR_SCALABLE */
+#define IBF_LOCAL_MR (1ULL << 55)	/* FI_LOCAL_MR */
+#define IBF_ORDER_NONE 0ULL	/* FI_ORDER_NONE */
+#define IBF_ORDER_STRICT 0x1FFULL	/* FI_ORDER_STRICT */
+#if FI_MAJOR_VERSION < 2
+_Static_assert(IBF_MR_UNSPEC == FI_MR_UNSPEC && IBF_MR_BASIC == FI_MR_BASIC &&
+	       IBF_MR_SCALABLE == FI_MR_SCALABLE && IBF_LOCAL_MR == FI_LOCAL_MR &&
+	       IBF_ORDER_NONE == FI_ORDER_NONE && IBF_ORDER_STRICT == FI_ORDER_STRICT,
+	       "libfabric 1.x's values");
+#endif
 
 /* Bytes of struct fi_cq_err_entry the application has. */
 size_t ibf_cq_err_size(uint32_t api);

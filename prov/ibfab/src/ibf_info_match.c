@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ibf.h"
+#include "ibf_abi.h"
 
 #define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_SEND | \
 		     FI_READ | FI_WRITE)
@@ -48,7 +49,7 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 
 	info->tx_attr->caps = IBF_TX_CAPS;
 	info->tx_attr->msg_order = IBF_MSG_ORDER;
-	info->tx_attr->comp_order = FI_ORDER_STRICT;
+	info->tx_attr->comp_order = IBF_ORDER_STRICT;
 	info->tx_attr->inject_size = lim->max_inline;
 	info->tx_attr->size = lim->max_qp_wr;
 	info->tx_attr->iov_limit = lim->max_sge;
@@ -57,7 +58,7 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 	info->rx_attr->caps = IBF_RX_CAPS;
 	info->rx_attr->mode = IBF_RX_MODE;
 	info->rx_attr->msg_order = IBF_MSG_ORDER;
-	info->rx_attr->comp_order = FI_ORDER_STRICT;
+	info->rx_attr->comp_order = IBF_ORDER_STRICT;
 	info->rx_attr->size = lim->max_qp_wr;
 	info->rx_attr->iov_limit = lim->max_sge;
 
@@ -132,7 +133,7 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 	info->domain_attr->caps |= FI_SHARED_AV;
 	info->tx_attr->caps = IBF_RDM_TX_CAPS;
 	info->tx_attr->msg_order = FI_ORDER_SAS;
-	info->tx_attr->comp_order = FI_ORDER_NONE;
+	info->tx_attr->comp_order = IBF_ORDER_NONE;
 	info->tx_attr->inject_size = ibf_params.eager_size;
 	info->tx_attr->size = IBF_MIN(lim->max_qp_wr, 16384);
 	info->tx_attr->iov_limit = IBF_MIN(lim->max_sge, IBF_RDM_IOV_LIMIT);
@@ -140,7 +141,7 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 	info->rx_attr->caps = IBF_RDM_RX_CAPS;
 	info->rx_attr->mode = 0;
 	info->rx_attr->msg_order = FI_ORDER_SAS;
-	info->rx_attr->comp_order = FI_ORDER_NONE;
+	info->rx_attr->comp_order = IBF_ORDER_NONE;
 	info->rx_attr->size = IBF_MIN(lim->max_qp_wr, 16384);
 	info->rx_attr->iov_limit = IBF_MIN(lim->max_sge, IBF_RDM_IOV_LIMIT);
 	info->ep_attr->type = FI_EP_RDM;
@@ -173,8 +174,8 @@ static int ibf_hints_mr_basic(uint32_t version, const struct fi_info *hints)
 {
 	int mr_mode = hints->domain_attr->mr_mode;
 
-	return mr_mode == FI_MR_BASIC ||
-	       (mr_mode == FI_MR_UNSPEC && FI_VERSION_LT(version, FI_VERSION(1, 5)));
+	return mr_mode == IBF_MR_BASIC ||
+	       (mr_mode == IBF_MR_UNSPEC && FI_VERSION_LT(version, FI_VERSION(1, 5)));
 }
 
 /*
@@ -197,11 +198,11 @@ static int ibf_match_mr_mode(uint32_t version, const struct fi_info *hints,
 	int mr_mode = hints->domain_attr->mr_mode;
 	uint64_t need = ibf_mr_mode_needed(hints);
 
-	if (mr_mode == FI_MR_SCALABLE)
+	if (mr_mode == IBF_MR_SCALABLE)
 		return ibf_nomatch(why, why_len, "mr_mode FI_MR_SCALABLE: verbs keys are chosen by the "
 			    "device; ask for FI_MR_PROV_KEY");
 	if (ibf_hints_mr_basic(version, hints)) {
-		if (!(hints->mode & FI_LOCAL_MR))
+		if (!(hints->mode & IBF_LOCAL_MR))
 			return ibf_nomatch(why, why_len, "mr_mode FI_MR_BASIC without mode FI_LOCAL_MR: "
 				    "ibfab needs local buffers registered");
 		return 0;
@@ -234,7 +235,7 @@ static int ibf_rdm_mr_mode_rma_ok(uint32_t version, const struct fi_info *hints)
 static int ibf_match_rdm_mr_mode(uint32_t version, const struct fi_info *hints,
 				 char *why, size_t why_len)
 {
-	if (hints->domain_attr->mr_mode == FI_MR_SCALABLE &&
+	if (hints->domain_attr->mr_mode == IBF_MR_SCALABLE &&
 	    (hints->caps & IBF_RDM_RMA_CAPS))
 		return ibf_nomatch(why, why_len, "mr_mode FI_MR_SCALABLE with RMA: "
 			    "verbs keys are chosen by the device; ask for "
@@ -321,7 +322,7 @@ static int ibf_match_tx(const struct fi_tx_attr *t, const struct fi_tx_attr *h,
 	if (h->msg_order & ~t->msg_order)
 		return ibf_nomatch(why, why_len, "tx msg_order %#llx not supported",
 			    (unsigned long long)(h->msg_order & ~t->msg_order));
-	if (h->comp_order & ~FI_ORDER_STRICT)
+	if (h->comp_order & ~IBF_ORDER_STRICT)
 		return ibf_nomatch(why, why_len, "tx comp_order %#llx not supported",
 			    (unsigned long long)h->comp_order);
 	if (h->inject_size > t->inject_size)
@@ -350,7 +351,7 @@ static int ibf_match_rx(const struct fi_rx_attr *t, const struct fi_rx_attr *h,
 	if (h->msg_order & ~t->msg_order)
 		return ibf_nomatch(why, why_len, "rx msg_order %#llx not supported",
 			    (unsigned long long)(h->msg_order & ~t->msg_order));
-	if (h->comp_order & ~FI_ORDER_STRICT)
+	if (h->comp_order & ~IBF_ORDER_STRICT)
 		return ibf_nomatch(why, why_len, "rx comp_order %#llx not supported",
 			    (unsigned long long)h->comp_order);
 	if (h->total_buffered_recv && !(t->caps & FI_DIRECTED_RECV))
@@ -516,9 +517,9 @@ static int ibf_narrow_rdm(struct fi_info *info, uint32_t version,
 	/* Local registration is never needed; say so in the caller's
 	 * dialect. */
 	if (ibf_hints_mr_basic(version, hints))
-		info->domain_attr->mr_mode = FI_MR_BASIC;
-	else if (hd->mr_mode == FI_MR_SCALABLE)
-		info->domain_attr->mr_mode = FI_MR_SCALABLE;
+		info->domain_attr->mr_mode = IBF_MR_BASIC;
+	else if (hd->mr_mode == IBF_MR_SCALABLE)
+		info->domain_attr->mr_mode = IBF_MR_SCALABLE;
 	else if (info->caps & IBF_RDM_RMA_CAPS)
 		info->domain_attr->mr_mode = IBF_RDM_RMA_MR_MODE;
 	else
@@ -579,8 +580,8 @@ int ibf_info_narrow(struct fi_info *info, uint32_t version,
 		return 0;
 	ibf_narrow_domain(info, hd);
 	if (ibf_hints_mr_basic(version, hints)) {
-		info->domain_attr->mr_mode = FI_MR_BASIC;
-		info->mode |= FI_LOCAL_MR;
+		info->domain_attr->mr_mode = IBF_MR_BASIC;
+		info->mode |= IBF_LOCAL_MR;
 	} else {
 		info->domain_attr->mr_mode = (int)ibf_mr_mode_needed(hints);
 	}
