@@ -256,8 +256,8 @@ int ibf_rdm_request_arrived(struct ibf_rdm_conn *conn, uint32_t epoch);
 /* The peer earned n credits back in life epoch: granted once enough are
  * owed to be worth a message. */
 void ibf_rdm_credit_owe(struct ibf_rdm_conn *conn, uint32_t epoch, uint32_t n);
-/* op has completed: 1 if it was a connection's grant op. */
-int ibf_rdm_grant_done(struct ibf_rdm_op *op);
+/* conn's grant op (op, in state IBF_RDM_GRANT) has completed. */
+void ibf_rdm_grant_done(struct ibf_rdm_op *op);
 /* conn's send queue has a slot again: what is owed may go now. */
 void ibf_rdm_grant_retry(struct ibf_rdm_conn *conn);
 /* Post wr for op on conn's QP (a slot taken for it): 0, -FI_EAGAIN when

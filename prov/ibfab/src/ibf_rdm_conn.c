@@ -333,6 +333,17 @@ static void ibf_rdm_op_keeps(struct ibf_rdm_op *op, void *unused)
 		op->post_conn->reclaim_mark = 0;
 }
 
+/* Nothing waits on conn (queued or parked ops) and none of the connection
+ * layer's own ops (PING, grant) is in flight on it.  Ops pointing at it
+ * are seen apart (ibf_rdm_op_keeps). */
+static int ibf_rdm_conn_unused(const struct ibf_rdm_conn *conn)
+{
+	return !conn->queue_head && !conn->stalled_head &&
+	       (!conn->probe || __atomic_load_n(&conn->probe->state,
+						__ATOMIC_ACQUIRE) != IBF_RDM_PROBE) &&
+	       (!conn->grant || conn->grant->state != IBF_RDM_GRANT);
+}
+
 /*
  * Progress (ep->lock and cm_lock held): records of peers that are gone go
  * back for reuse, so that peers coming and going (a server's clients) do
@@ -351,10 +362,7 @@ void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
 		conn = ibf_rdm_conn_at(ep, i);
 		conn->reclaim_mark = !conn->reclaimed && conn->state == IBF_CONN_IDLE &&
 			!conn->id && !conn->loser && !conn->ngraves &&
-			!conn->queue_head && !conn->stalled_head &&
-			(!conn->probe || __atomic_load_n(&conn->probe->state,
-							 __ATOMIC_ACQUIRE) != IBF_RDM_PROBE) &&
-			(!conn->grant || conn->grant->state != IBF_RDM_GRANT);
+			ibf_rdm_conn_unused(conn);
 		n += conn->reclaim_mark;
 	}
 	if (!n)
@@ -384,10 +392,7 @@ static int ibf_rdm_conn_quiet(struct ibf_rdm_conn *conn)
 
 	return conn->state == IBF_CONN_CONNECTED && !conn->self && conn->id &&
 	       __atomic_load_n(&conn->credits, __ATOMIC_ACQUIRE) == (int)ep->sq_depth &&
-	       !conn->queue_head && !conn->stalled_head && !conn->held &&
-	       (!conn->probe || __atomic_load_n(&conn->probe->state,
-						__ATOMIC_ACQUIRE) != IBF_RDM_PROBE) &&
-	       (!conn->grant || conn->grant->state != IBF_RDM_GRANT);
+	       !conn->held && ibf_rdm_conn_unused(conn);
 }
 
 /* Uses of the endpoint since conn's last (the tick wraps: a difference). */
@@ -849,7 +854,8 @@ int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status)
 		ibf_rdm_grave_drained(op);
 		return 1;
 	case IBF_RDM_GRANT:
-		return ibf_rdm_grant_done(op);
+		ibf_rdm_grant_done(op);
+		return 1;
 	default:
 		return 0;
 	}

@@ -137,11 +137,8 @@ void ibf_rdm_grant_retry(struct ibf_rdm_conn *conn)
 		ibf_rdm_grant_post(conn);
 }
 
-int ibf_rdm_grant_done(struct ibf_rdm_op *op)
+void ibf_rdm_grant_done(struct ibf_rdm_op *op)
 {
-	if (op->state != IBF_RDM_GRANT)
-		return 0;
 	op->state = IBF_RDM_FREE;
 	ibf_rdm_grant_retry(op->conn);
-	return 1;
 }
