@@ -283,8 +283,9 @@ int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status);
 struct ibf_rdm_conn *ibf_rdm_qp_conn(struct ibf_rdm_ep *ep, uint32_t qp_num);
 /* The connection's life an arrival on qp_num belongs to. */
 uint32_t ibf_rdm_arrival_epoch(struct ibf_rdm_conn *conn, uint32_t qp_num);
-/* A work request of conn's life epoch failed (not flushed): its QP is in
- * error for good, so that life ends (ep->lock held). */
+/* A work request of conn's life epoch failed, or was flushed while that
+ * life was on: its QP is in error for good, so that life ends (ep->lock
+ * held). */
 void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err);
 /* conn's life now (the thread ends lives under cm_lock; the data path
  * reads it without). */

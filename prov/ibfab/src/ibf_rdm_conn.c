@@ -569,7 +569,10 @@ void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err)
  * not fit.  The QP is in the error state for good, and no rdma_cm event
  * may ever say so (a node that dies sends no disconnect): end that life
  * as a disconnect would, so that what waits on it fails and the next
- * send connects anew.  ep->lock held.
+ * send connects anew.  That life may not be known as established yet: an
+ * accepting side's QP receives before its ESTABLISHED event is taken (a
+ * peer that sends at once), and the active side's between librdmacm's
+ * move to RTS and that event.  ep->lock held.
  */
 void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err)
 {
@@ -578,7 +581,7 @@ void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err)
 
 	pthread_mutex_lock(&ep->cm_lock);
 	id = conn->id;
-	if (epoch == conn->epoch && id && conn->established) {
+	if (epoch == conn->epoch && id) {
 		rdma_disconnect(id);	/* the peer learns, if it can hear */
 		ibf_rdm_conn_fail(conn, err);
 	}
@@ -593,7 +596,11 @@ int ibf_rdm_post_wr(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	 * connection ends, possibly after the caller saw it CONNECTED.  A
 	 * dead id's QP lives on (in the error state) until the endpoint
 	 * closes, so a post that loaded it just before completes flushed.
+	 * The life is loaded first: the thread clears the id before it ends
+	 * the life, so a post never carries a new life on an old QP (whose
+	 * flushes would then end the new one).
 	 */
+	uint32_t epoch = ibf_rdm_conn_epoch(conn);
 	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
 	struct ibv_send_wr *bad;
 	int ret;
@@ -604,7 +611,7 @@ int ibf_rdm_post_wr(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		return -FI_EAGAIN;
 	wr->wr_id = (uintptr_t)&op->op;
 	op->post_conn = conn;
-	op->post_epoch = ibf_rdm_conn_epoch(conn);
+	op->post_epoch = epoch;
 	__atomic_add_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
 	ibf_tsan_release(op);
 	ret = ibv_post_send(id->qp, wr, &bad);
@@ -635,6 +642,7 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
  */
 static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
+	uint32_t epoch = ibf_rdm_conn_epoch(conn);	/* first: see post_wr */
 	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
 	struct ibf_rdm_ep *ep = conn->ep;
 	struct ibv_sge hsge[2] = {
@@ -687,10 +695,10 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 			(IBF_RDM_HDR + sizeof(struct ibf_rdm_rma_note) <= ep->max_inline ?
 			 IBV_SEND_INLINE : 0);
 	}
-	op->epoch = ibf_rdm_conn_epoch(conn);
+	op->epoch = epoch;
 	op->state = op->tx_state;
 	op->post_conn = conn;
-	op->post_epoch = ibf_rdm_conn_epoch(conn);
+	op->post_epoch = epoch;
 	__atomic_add_fetch(&conn->ep->sq_posted, n, __ATOMIC_RELAXED);
 	ibf_tsan_release(op);
 	ret = ibv_post_send(id->qp, wr, &bad);
@@ -745,6 +753,7 @@ static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_send_wr *wr)
 {
+	uint32_t epoch = ibf_rdm_conn_epoch(conn);	/* first: see post_wr */
 	struct rdma_cm_id *id = __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE);
 	struct ibv_send_wr *bad;
 	int ret;
@@ -755,7 +764,7 @@ int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	}
 	wr->wr_id = (uintptr_t)&op->op;
 	op->post_conn = conn;
-	op->post_epoch = ibf_rdm_conn_epoch(conn);
+	op->post_epoch = epoch;
 	__atomic_add_fetch(&conn->ep->sq_posted, 1, __ATOMIC_RELAXED);
 	ibf_tsan_release(op);
 	ret = ibv_post_send(id->qp, wr, &bad);
@@ -837,14 +846,32 @@ void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn)
 	pthread_mutex_unlock(&ep->cm_lock);
 }
 
+/*
+ * A send of op's failed.  A flush on a life that has not ended means its
+ * QP went to the error state with no completion of ours to say why: the
+ * peer's write or read broke the responder's rules (a bad key), or its
+ * message did not fit and that failure was taken first.  Nothing will
+ * ever flow there again, so that life ends too.
+ */
+static void ibf_rdm_send_failed(struct ibf_rdm_op *op, enum ibv_wc_status status)
+{
+	struct ibf_rdm_conn *conn = op->post_conn;
+	int err = -ibf_wc_status_to_fi(status);
+
+	if (status == IBV_WC_WR_FLUSH_ERR) {
+		if (op->post_epoch != ibf_rdm_conn_epoch(conn))
+			return;		/* flushed as that life ended */
+		err = -FI_ECONNABORTED;
+	}
+	ibf_rdm_conn_broken(conn, op->post_epoch, err);
+}
+
 int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status)
 {
 	__atomic_sub_fetch(&op->ep->sq_posted, 1, __ATOMIC_RELAXED);
 	ibf_rdm_credit_return(op);
-	if (unlikely(status != IBV_WC_SUCCESS && status != IBV_WC_WR_FLUSH_ERR) &&
-	    op->post_conn)
-		ibf_rdm_conn_broken(op->post_conn, op->post_epoch,
-				    -ibf_wc_status_to_fi(status));
+	if (unlikely(status != IBV_WC_SUCCESS) && op->post_conn)
+		ibf_rdm_send_failed(op, status);
 	switch (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE)) {
 	case IBF_RDM_PROBE:
 		/* A PING: its outcome was all it had to say. */
