@@ -333,13 +333,24 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
-/* A fork while another thread holds the monitor's lock: the child must
- * not inherit it held (it would hang in its first cache call). */
+/*
+ * A fork while another thread holds the monitor's lock: the child must
+ * not inherit it held (it would hang in its first cache call).
+ * Not under AddressSanitizer: GCC 12's keeps no fork handler for its own
+ * allocator's locks, so a child forked while another thread allocates
+ * hangs in its first malloc, ibfab or not (seen in CI: the child's new
+ * monitor thread stuck in SizeClassAllocator64::GetFromAllocator).
+ */
 Test(mr_cache, fork_while_the_lock_is_busy, .timeout = 60)
 {
-	char *p = map(MB, NULL);
+	char *p;
 	pthread_t t;
 	int i, hung = 0, st;
+
+#if defined(__SANITIZE_ADDRESS__)
+	cr_skip_test("AddressSanitizer's allocator locks are not fork-safe");
+#endif
+	p = map(MB, NULL);
 
 	hammering = 1;
 	pthread_create(&t, NULL, hammer, p);
