@@ -373,3 +373,35 @@ Test(info, tagged_only_when_asked_and_then_eager_sized)
 	h->ep_attr->max_msg_size = ibf_params.eager_size + 1;
 	refused(h, "FI_IBFAB_EAGER_SIZE");
 }
+
+/*
+ * What each version is told where the meaning changed.  Below 2.0 an MSG
+ * endpoint completes in order (FI_ORDER_STRICT); 2.0 has no completion
+ * order and one progress model.  Counters count to 2^64 - 1 (1.20's
+ * max_cntr_value, max_err_cntr_value).  The 2.0 and 1.20 checks need
+ * headers that have those fields (util/ibfab-libfabric builds them).
+ */
+Test(info, each_version_in_its_terms)
+{
+	tmpl->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), NULL);
+	cr_expect_eq(tmpl->tx_attr->comp_order, IBF_ORDER_STRICT);
+	cr_expect_eq(tmpl->rx_attr->comp_order, IBF_ORDER_STRICT);
+	cr_expect_eq(tmpl->domain_attr->control_progress, FI_PROGRESS_AUTO);
+#if IBF_HEADERS_GE(1, 20)
+	cr_expect_eq(tmpl->domain_attr->max_cntr_value, UINT64_MAX);
+	cr_expect_eq(tmpl->domain_attr->max_err_cntr_value, UINT64_MAX);
+#endif
+#if IBF_HEADERS_GE(2, 0)
+	fi_freeinfo(tmpl);
+	setup();
+	tmpl->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	ibf_info_narrow(tmpl, FI_VERSION(2, 0), NULL);
+	cr_expect_eq(tmpl->tx_attr->comp_order, 0);
+	cr_expect_eq(tmpl->rx_attr->comp_order, 0);
+	cr_expect_eq(tmpl->domain_attr->progress, FI_PROGRESS_MANUAL);
+	cr_expect_eq(tmpl->domain_attr->control_progress, FI_PROGRESS_MANUAL,
+		     "2.0: one progress model");
+	cr_expect_eq(tmpl->domain_attr->max_cntr_value, UINT64_MAX);
+#endif
+}

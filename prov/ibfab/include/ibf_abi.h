@@ -15,6 +15,11 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
 
+/* Whether the headers ibfab is built against are of major.minor or later
+ * (what fields their structs have). */
+#define IBF_HEADERS_GE(major, minor) \
+	(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION) >= FI_VERSION(major, minor))
+
 /* Whether the application's version is at least major.minor. */
 static inline int ibf_api_ge(uint32_t api, int major, int minor)
 {
@@ -49,5 +54,9 @@ void ibf_cq_err_copy(uint32_t api, struct fi_cq_err_entry *user,
 /* Bytes of struct fi_eq_err_entry the application has (err_data_size
  * came in 1.5). */
 size_t ibf_eq_err_size(uint32_t api);
+/* What fi_getinfo tells an application of version api, where the
+ * meaning of an attribute changed between versions: called on each entry
+ * last. */
+void ibf_info_at_api(struct fi_info *info, uint32_t api);
 
 #endif /* IBF_ABI_H */

@@ -527,9 +527,10 @@ static int ibf_narrow_rdm(struct fi_info *info, uint32_t version,
 	return 0;
 }
 
-/* Turn a matched template into the answer: maxima become chosen values. */
-int ibf_info_narrow(struct fi_info *info, uint32_t version,
-		    const struct fi_info *hints)
+/* Turn a matched template into the answer: maxima become chosen values
+ * (ibf_info_narrow adds the caller's version's terms). */
+static int ibf_info_narrow_to(struct fi_info *info, uint32_t version,
+			      const struct fi_info *hints)
 {
 	const struct fi_tx_attr *htx = hints ? hints->tx_attr : NULL;
 	const struct fi_rx_attr *hrx = hints ? hints->rx_attr : NULL;
@@ -586,4 +587,15 @@ int ibf_info_narrow(struct fi_info *info, uint32_t version,
 		info->domain_attr->mr_mode = (int)ibf_mr_mode_needed(hints);
 	}
 	return 0;
+}
+
+/* Turn a matched template into the answer: maxima become chosen values,
+ * in the caller's version's terms. */
+int ibf_info_narrow(struct fi_info *info, uint32_t version,
+		    const struct fi_info *hints)
+{
+	int ret = ibf_info_narrow_to(info, version, hints);
+
+	ibf_info_at_api(info, version);
+	return ret;
 }
