@@ -139,6 +139,9 @@ struct ibf_rdm_conn {
 	 */
 	int window;
 	int window_max;
+	/* The peer counts RMA that lands in it (FI_RMA_EVENT): our RMA to it
+	 * carry a notice (the connection thread sets it as a life starts). */
+	int peer_rma_event;
 	/* As receiver (ep->lock): requests the peer may still send in life
 	 * rx_life - 1 (0: none seen yet), credits it earned that are not
 	 * granted yet, and our grant op (one in flight at a time). */
@@ -246,6 +249,14 @@ void ibf_rdm_window_untake(struct ibf_rdm_conn *conn);
 /* A life of conn starts: the peer takes window requests before a grant
  * (its private data's word; connection thread, cm_lock held). */
 void ibf_rdm_window_set(struct ibf_rdm_conn *conn, uint32_t window);
+/* A life of conn starts: whether the peer counts RMA landing in it (its
+ * private data's flags; connection thread, cm_lock held). */
+static inline void ibf_rdm_peer_events_set(struct ibf_rdm_conn *conn,
+					   uint32_t flags)
+{
+	__atomic_store_n(&conn->peer_rma_event,
+			 !!(flags & IBF_RDM_CM_F_RMA_EVENT), __ATOMIC_RELAXED);
+}
 /* The window this endpoint gives each peer (its private data's). */
 uint32_t ibf_rdm_window_ours(const struct ibf_rdm_ep *ep);
 /* A grant of n credits came on conn's QP in life epoch. */

@@ -100,8 +100,12 @@ struct ibf_rdm_cm_data {
 	uint32_t conn;		/* the sender's index of this connection */
 	struct ibf_name name;	/* the connecting endpoint's address */
 	uint32_t window;	/* requests the sender takes before a grant */
+	uint32_t flags;		/* IBF_RDM_CM_F_* */
 };
 #define IBF_RDM_CM_MAGIC 0x1bfad301u
+/* The sender counts RMA that lands in it (FI_RMA_EVENT): each RMA sent it
+ * has a notice behind it, whatever the initiator's own caps. */
+#define IBF_RDM_CM_F_RMA_EVENT 1u
 #define IBF_RDM_CM_TIEBREAK 0x1bfad3ffu	/* reject: use my connection */
 /* Reject: I have a live connection with the name you claim; try again
  * later (if that one was dead, it will have ended by then). */

@@ -46,6 +46,7 @@ static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 	d->conn = conn->index;
 	d->name = ep->name;
 	d->window = ibf_rdm_window_ours(ep);
+	d->flags = ep->rma_event ? IBF_RDM_CM_F_RMA_EVENT : 0;
 }
 
 /* ---- private data a peer sent: checked here, used nowhere else ---- */
@@ -252,8 +253,7 @@ static void ibf_rdm_reject(struct rdma_cm_id *id, uint32_t magic)
 
 /* Accept id as conn's connection (cm_lock held). */
 static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
-			   struct rdma_cm_id *id, uint32_t remote,
-			   uint32_t window)
+			   struct rdma_cm_id *id, const struct ibf_rdm_cm_data *req)
 {
 	struct ibf_rdm_cm_data d;
 	struct rdma_conn_param cp;
@@ -261,8 +261,9 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 
 	id->context = conn;
 	/* Before the QP is published (ep->qp_map): arrivals on it read them. */
-	conn->remote = remote;
-	ibf_rdm_window_set(conn, window);
+	conn->remote = req->conn;
+	ibf_rdm_window_set(conn, req->window);
+	ibf_rdm_peer_events_set(conn, req->flags);
 	ret = ibf_rdm_qp_create(conn, id);
 	if (ret) {
 		ibf_rdm_reject(id, 0);
@@ -439,7 +440,7 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 	default:
 		break;
 	}
-	ibf_rdm_accept(ep, conn, id, d->conn, d->window);
+	ibf_rdm_accept(ep, conn, id, d);
 }
 
 static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
@@ -472,6 +473,7 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 			ibf_name_set_key(&conn->name, ibf_name_key(&d->name));
 		conn->remote = d->conn;
 		ibf_rdm_window_set(conn, d->window);
+		ibf_rdm_peer_events_set(conn, d->flags);
 	}
 	ibf_qp_set_rnr_timer(conn->id->qp);
 	__atomic_store_n(&conn->established, 1, __ATOMIC_RELEASE);

@@ -717,6 +717,20 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	return 0;
 }
 
+/*
+ * Whether RMA op carries a notice behind it to conn's peer: remote CQ data
+ * always; else if the peer counts what lands in it (FI_RMA_EVENT is the
+ * target's: the initiator's caps do not matter).  Known once the peer's
+ * private data is in, so decided at the post.
+ */
+static void ibf_rdm_rma_notify_set(const struct ibf_rdm_conn *conn,
+				   struct ibf_rdm_op *op)
+{
+	op->rma_notify = op->wr_kind == IBF_RDM_WR_WRITE_DATA ||
+			 __atomic_load_n(&conn->peer_rma_event, __ATOMIC_RELAXED);
+	op->reads_left = op->rma_notify ? 2 : 1;
+}
+
 /* Whether op is a request (ibf_rdm_wire.h): a message or an atomic, or a
  * write with a notice behind it; each takes a credit of the peer's. */
 static int ibf_rdm_is_request(const struct ibf_rdm_op *op)
@@ -733,8 +747,11 @@ static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		.length = op->wire_len,
 		.lkey = op->mem_lkey,
 	};
-	int request = ibf_rdm_is_request(op), ret;
+	int request, ret;
 
+	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND))
+		ibf_rdm_rma_notify_set(conn, op);
+	request = ibf_rdm_is_request(op);
 	if (request && unlikely(!ibf_rdm_window_take(conn)))
 		return -FI_EAGAIN;	/* the peer's grant brings more */
 	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND)) {

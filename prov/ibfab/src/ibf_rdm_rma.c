@@ -85,28 +85,25 @@ static int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 			     uint64_t key, uint64_t data)
 {
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
+	struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
 
 	op->wr_kind = kind;
 	op->rma_addr = addr;
 	op->rma_key = (uint32_t)key;
 	op->read_err = 0;
-	op->reads_left = 1;
 	op->tx_state = IBF_RDM_TX_RMA;
-	/* Remote CQ data, or FI_RMA_EVENT: a header behind, telling the
-	 * target (its length and key are for its completion and counters
-	 * only: nothing is accessed by them). */
-	op->rma_notify = kind == IBF_RDM_WR_WRITE_DATA || ep->rma_event;
-	if (op->rma_notify) {
-		struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
-
-		hdr->type = kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE : IBF_RDM_WDATA;
-		hdr->flags = kind == IBF_RDM_WR_WRITE_DATA ? IBF_RDM_F_DATA : 0;
-		hdr->tag = (uint32_t)key;	/* a write's sequence: at post */
-		hdr->data = data;
-		note->addr = addr;
-		note->len = len;
-		op->reads_left = 2;	/* the RDMA, and the header behind it */
-	}
+	/*
+	 * The header that may go behind (remote CQ data, or a target with
+	 * FI_RMA_EVENT: decided at the post, ibf_rdm_post_built), telling
+	 * the target; its length and key are for its completion and
+	 * counters only: nothing is accessed by them.
+	 */
+	hdr->type = kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE : IBF_RDM_WDATA;
+	hdr->flags = kind == IBF_RDM_WR_WRITE_DATA ? IBF_RDM_F_DATA : 0;
+	hdr->tag = (uint32_t)key;	/* a write's sequence: at post */
+	hdr->data = data;
+	note->addr = addr;
+	note->len = len;
 	return ibf_rdm_rma_local(ep, op, iov, desc, count, len);
 }
 
