@@ -374,6 +374,56 @@ static void test_close_while_applied(void)
 	node_close(t);
 }
 
+/*
+ * Atomics from one endpoint to one peer are applied in the order they
+ * were issued, and the endpoint says so (msg_order, max_order_*_size;
+ * MPICH sends MPI accumulates through fi_atomic only then): 32
+ * FI_ATOMIC_WRITEs of 1..32 to one word, each followed by an
+ * FI_ATOMIC_READ of it, all issued before any completes.  Each read sees
+ * the write just before it (FI_ORDER_ATOMIC_RAW), and the word ends at 32
+ * (WAW).
+ */
+static void test_order(void)
+{
+	const uint64_t want = FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+	uint64_t *word = (uint64_t *)target, val[32], seen[32];
+	struct comp c;
+	int i, ok = 1, bad = -1;
+
+	if (!IBFT_CHECK((ns[1]->info->tx_attr->msg_order & want) == want,
+			"atomic-order-info", "msg_order %#llx has no "
+			"FI_ORDER_ATOMIC_RAW|WAW (atomics are applied in order)",
+			(unsigned long long)ns[1]->info->tx_attr->msg_order) ||
+	    !IBFT_CHECK(ns[1]->info->ep_attr->max_order_raw_size >= 8 &&
+			ns[1]->info->ep_attr->max_order_waw_size >= 8,
+			"atomic-order-sizes", "max_order_raw_size %zu, "
+			"max_order_waw_size %zu: below one 8-byte atomic",
+			ns[1]->info->ep_attr->max_order_raw_size,
+			ns[1]->info->ep_attr->max_order_waw_size))
+		return;
+	*word = 0;
+	for (i = 0; ok && i < 32; i++) {
+		val[i] = (uint64_t)i + 1;
+		seen[i] = 0;
+		ok = !POST(fi_atomic(ns[1]->ep, &val[i], 1, NULL, ns[1]->peer[0],
+				     base, key, FI_UINT64, FI_ATOMIC_WRITE, &val[i])) &&
+		     !POST(fi_fetch_atomic(ns[1]->ep, NULL, 1, NULL, &seen[i], NULL,
+					   ns[1]->peer[0], base, key, FI_UINT64,
+					   FI_ATOMIC_READ, &seen[i]));
+	}
+	for (i = 0; ok && i < 64; i++)
+		ok = !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	for (i = 0; ok && i < 32; i++)
+		if (seen[i] != val[i]) {
+			bad = i;
+			ok = 0;
+		}
+	IBFT_CHECK(ok && *word == 32, "atomic-order", "issued in one go: read "
+		   "%d saw %llu (the write before it: %d); the word ends at %llu "
+		   "(32)", bad, bad >= 0 ? (unsigned long long)seen[bad] : 0ull,
+		   bad + 1, (unsigned long long)*word);
+}
+
 int main(int argc, char **argv)
 {
 	int i, ret;
@@ -407,6 +457,7 @@ int main(int argc, char **argv)
 	test_write_only_region();
 	test_target_without_atomic();
 	test_close_while_applied();
+	test_order();
 out:
 	if (mr)
 		fi_close(&mr->fid);

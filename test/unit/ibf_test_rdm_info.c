@@ -87,6 +87,35 @@ Test(rdm, template_is_rdm_with_rma_keys)
 	cr_assert_eq(tmpl->tx_attr->inject_size, ibf_params.eager_size);
 }
 
+/* Atomics are applied in order (MPICH asks before it uses fi_atomic for
+ * MPI accumulates); RMA is not ordered, and says so. */
+Test(rdm, atomics_ordered_rma_not)
+{
+	const uint64_t atomic = FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW |
+				FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+	struct fi_info *h = ompi_hints();
+
+	cr_assert_eq(tmpl->tx_attr->msg_order & atomic, atomic);
+	cr_assert_eq(tmpl->rx_attr->msg_order & atomic, atomic);
+	cr_assert_eq(tmpl->tx_attr->msg_order & (FI_ORDER_RAW | FI_ORDER_WAW |
+						 FI_ORDER_RMA_WAW), 0);
+	cr_assert_geq(tmpl->ep_attr->max_order_raw_size, 8);
+	cr_assert_eq(tmpl->ep_attr->max_order_war_size,
+		     tmpl->ep_attr->max_order_raw_size);
+	cr_assert_eq(tmpl->ep_attr->max_order_waw_size,
+		     tmpl->ep_attr->max_order_raw_size);
+	cr_assert_leq(tmpl->ep_attr->max_order_raw_size, ibf_params.eager_size);
+	h->caps |= FI_ATOMIC;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	h->tx_attr->msg_order |= atomic;
+	h->rx_attr->msg_order |= atomic;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	h->tx_attr->msg_order |= FI_ORDER_RMA_WAW;
+	cr_assert_neq(match(h, FI_VERSION(1, 17)), 0, "RMA is not ordered");
+	cr_assert(strstr(why, "msg_order"), "refused for: %s", why);
+	fi_freeinfo(h);
+}
+
 Test(rdm, open_mpi_hints_match_and_narrow)
 {
 	struct fi_info *h = ompi_hints();

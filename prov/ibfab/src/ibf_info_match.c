@@ -17,6 +17,7 @@
 
 #include "ibf.h"
 #include "ibf_abi.h"
+#include "ibf_atomic_ops.h"
 
 #define IBF_TX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_SEND | \
 		     FI_READ | FI_WRITE)
@@ -102,6 +103,14 @@ struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
 /* The caps that expose memory to peers, and so need keys and addresses. */
 #define IBF_RDM_RMA_CAPS (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | \
 			  FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
+/*
+ * Messages from one endpoint to one peer are taken in order (one RC QP),
+ * and so are atomics: each is one request, applied by the target as it
+ * arrives (ibf_rdm_atomic.c).  Nothing orders RMA, whose RDMA lands when
+ * the HCA places it, against anything.
+ */
+#define IBF_RDM_ORDER (FI_ORDER_SAS | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | \
+		       FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW)
 /* Given only to those who ask: they change what receives match, or what
  * each RMA sends its target (FI_RMA_EVENT). */
 #define IBF_RDM_ASKED_CAPS (FI_DIRECTED_RECV | FI_SOURCE | FI_RMA_EVENT)
@@ -132,7 +141,7 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 	info->mode = 0;
 	info->domain_attr->caps |= FI_SHARED_AV;
 	info->tx_attr->caps = IBF_RDM_TX_CAPS;
-	info->tx_attr->msg_order = FI_ORDER_SAS;
+	info->tx_attr->msg_order = IBF_RDM_ORDER;
 	info->tx_attr->comp_order = IBF_ORDER_NONE;
 	info->tx_attr->inject_size = ibf_params.eager_size;
 	info->tx_attr->size = IBF_MIN(lim->max_qp_wr, 16384);
@@ -140,15 +149,18 @@ struct fi_info *ibf_info_template_rdm(const struct ibf_dev_limits *lim,
 	info->tx_attr->rma_iov_limit = 1;
 	info->rx_attr->caps = IBF_RDM_RX_CAPS;
 	info->rx_attr->mode = 0;
-	info->rx_attr->msg_order = FI_ORDER_SAS;
+	info->rx_attr->msg_order = IBF_RDM_ORDER;
 	info->rx_attr->comp_order = IBF_ORDER_NONE;
 	info->rx_attr->size = IBF_MIN(lim->max_qp_wr, 16384);
 	info->rx_attr->iov_limit = IBF_MIN(lim->max_sge, IBF_RDM_IOV_LIMIT);
 	info->ep_attr->type = FI_EP_RDM;
 	/* Large messages are read in pieces of the port's max_msg_sz. */
 	info->ep_attr->max_msg_size = IBF_RDM_MAX_MSG_SIZE;
-	info->ep_attr->max_order_raw_size = 0;
-	info->ep_attr->max_order_waw_size = 0;
+	/* Atomics are ordered whole: up to what one request carries. */
+	info->ep_attr->max_order_raw_size = ibf_atomic_max(ibf_params.eager_size,
+							   FI_UINT8, 0);
+	info->ep_attr->max_order_war_size = info->ep_attr->max_order_raw_size;
+	info->ep_attr->max_order_waw_size = info->ep_attr->max_order_raw_size;
 	info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;	/* FI_TAG_GENERIC */
 	info->domain_attr->data_progress = FI_PROGRESS_MANUAL;
 	info->domain_attr->mr_mode = IBF_RDM_RMA_MR_MODE;
