@@ -8,8 +8,10 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ibft.h"
 
@@ -270,13 +272,62 @@ out:
 	fi_freeinfo(hints);
 }
 
+/* IBFT_GETINFO_REFUSED=1: one fi_getinfo no entry can meet (every entry
+ * refuses a transmit queue of 2^40), for check_refusals_logged. */
+static int refused_child(void)
+{
+	struct fi_info *h = fi_allocinfo(), *info = NULL;
+	int ret;
+
+	h->fabric_attr->prov_name = strdup(ibft_opts.prov);
+	h->tx_attr->size = (size_t)1 << 40;
+	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info);
+	fi_freeinfo(info);
+	fi_freeinfo(h);
+	return ret == -FI_ENODATA ? 0 : 1;
+}
+
+/*
+ * When fi_getinfo finds nothing, the log at FI_LOG_LEVEL=info says why
+ * for each entry it tried, RDM and MSG alike (it used to keep only the
+ * last: MPICH's refusal read as an MSG entry's).  This program again, in
+ * a process of its own with that log level, its stderr read here.
+ */
+static void check_refusals_logged(void)
+{
+	char line[512], cmd[1024];
+	int rdm = 0, msg = 0, st;
+	FILE *f;
+
+	if (ibft_deviates("verbs", "getinfo-refusals-logged", "ibfab's own "
+			  "log lines"))
+		return;
+	snprintf(cmd, sizeof(cmd), "IBFT_GETINFO_REFUSED=1 FI_LOG_LEVEL=info "
+		 "/proc/%d/exe -p '%s' 2>&1 >/dev/null", (int)getpid(),
+		 ibft_opts.prov);
+	f = popen(cmd, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strstr(line, "no match: "))
+			continue;
+		rdm |= !!strstr(line, "FI_EP_RDM on ");
+		msg |= !!strstr(line, "FI_EP_MSG on ");
+	}
+	st = f ? pclose(f) : -1;
+	IBFT_CHECK(st == 0 && rdm && msg, "getinfo-refusals-logged", "the log "
+		   "named the refusal of %s%s%s (exit %d)", rdm ? "" : "no RDM",
+		   rdm || msg ? " " : " and ", msg ? "" : "no MSG entry", st);
+}
+
 int main(int argc, char **argv)
 {
 	ibft_parse(argc, argv, "(-s ADDR1 -d ADDR2: addresses of two devices)");
+	if (getenv("IBFT_GETINFO_REFUSED"))
+		return refused_child();
 	check_domains_listed();
 	check_attributes();
 	check_nic();
 	check_bad_hints();
+	check_refusals_logged();
 	if (ibft_opts.src)
 		check_source(ibft_opts.src, NULL);
 	if (ibft_opts.dst) {

@@ -418,15 +418,53 @@ drop:
 	return NULL;
 }
 
+/* Why each entry fi_getinfo tried was refused: said when none matched. */
+#define IBF_REFUSALS 16
+struct ibf_refusals {
+	char line[IBF_REFUSALS][320];
+	int n, more;
+};
+
+static void ibf_refusal_add(struct ibf_refusals *r, int rdm,
+			    const struct ibf_port_addr *pa, const char *why)
+{
+	char addr[64];
+
+	if (r->n == IBF_REFUSALS) {
+		r->more++;
+		return;
+	}
+	snprintf(r->line[r->n++], sizeof(r->line[0]), "%s on %s (%s): %s",
+		 rdm ? "FI_EP_RDM" : "FI_EP_MSG", pa->lim.dev_name,
+		 ibf_addr_str((const struct sockaddr *)&pa->addr, addr, sizeof(addr)),
+		 why);
+}
+
+static void ibf_refusals_log(const struct ibf_refusals *r)
+{
+	int i;
+
+	if (!r->n) {
+		IBF_INFO(FI_LOG_CORE, "no match: no RDMA address matches "
+			 "node/service or the hints' addresses\n");
+		return;
+	}
+	for (i = 0; i < r->n; i++)
+		IBF_INFO(FI_LOG_CORE, "no match: %s\n", r->line[i]);
+	if (r->more)
+		IBF_INFO(FI_LOG_CORE, "no match: and %d entries more\n", r->more);
+}
+
 int ibf_getinfo(uint32_t version, const char *node, const char *service,
 		uint64_t flags, const struct fi_info *hints,
 		struct fi_info **info)
 {
 	struct fi_info *head = NULL, **tail = &head, *cur;
 	struct sockaddr_storage route_local;
+	struct ibf_refusals refusals = { .n = 0 };
 	struct ibf_addr_req req;
 	struct ibf_port_addr *pa;
-	char why[256] = "";
+	char why[256];
 	int n, i, ret, rdm;
 
 	*info = NULL;
@@ -457,18 +495,20 @@ int ibf_getinfo(uint32_t version, const char *node, const char *service,
 		for (i = 0; i < n; i++) {
 			if (!ibf_addr_wanted(&pa[i], &req, &route_local))
 				continue;
+			why[0] = 0;
 			cur = ibf_info_for(&pa[i], &req, version, hints, rdm,
 					   why, sizeof(why));
-			if (!cur)
+			if (!cur) {
+				if (why[0])
+					ibf_refusal_add(&refusals, rdm, &pa[i], why);
 				continue;
+			}
 			*tail = cur;
 			tail = &cur->next;
 		}
 	}
 	if (!head) {
-		IBF_INFO(FI_LOG_CORE, "no match: %s\n",
-			 why[0] ? why : "no RDMA address matches node/service "
-			 "or the hints' addresses");
+		ibf_refusals_log(&refusals);
 		ret = -FI_ENODATA;
 	}
 out:
