@@ -116,6 +116,43 @@ Test(rdm, atomics_ordered_rma_not)
 	fi_freeinfo(h);
 }
 
+/*
+ * FI_RMA asked with no direction is every direction, and the answer says
+ * so (fabtests 2.x binds its FI_RMA_EVENT counter with the answer's
+ * FI_REMOTE_WRITE | FI_REMOTE_READ); asked with one, it is that one.  The
+ * answer taken back as hints matches again (fi_multi_ep does that).
+ */
+Test(rdm, directions_implied_by_primary_caps)
+{
+	const uint64_t rma_dir = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	struct fi_info *h = fi_allocinfo(), *again;
+
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_MSG | FI_RMA | FI_RMA_EVENT;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_expect_eq(tmpl->caps & rma_dir, rma_dir);
+	cr_expect_eq(tmpl->caps & (FI_SEND | FI_RECV), FI_SEND | FI_RECV);
+	cr_expect(tmpl->caps & FI_RMA_EVENT);
+	cr_expect_eq(tmpl->tx_attr->caps & rma_dir, FI_READ | FI_WRITE);
+	cr_expect_eq(tmpl->rx_attr->caps & rma_dir, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	cr_expect_eq(tmpl->caps & FI_TAGGED, 0, "not asked");
+	again = fi_dupinfo(tmpl);
+	fi_freeinfo(tmpl);
+	setup();
+	cr_assert_eq(match(again, FI_VERSION(1, 17)), 0, "the answer as hints: %s",
+		     why);
+	fi_freeinfo(again);
+
+	fi_freeinfo(tmpl);
+	setup();
+	h->caps = FI_MSG | FI_RMA | FI_READ;
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_expect_eq(tmpl->caps & rma_dir, FI_READ, "a direction asked is kept");
+	fi_freeinfo(h);
+}
+
 Test(rdm, open_mpi_hints_match_and_narrow)
 {
 	struct fi_info *h = ompi_hints();

@@ -446,12 +446,33 @@ static size_t ibf_pick(size_t hint, size_t dflt, size_t max)
 	return dflt && dflt < max ? dflt : max;
 }
 
+/*
+ * A primary cap asked with none of its directions has them all
+ * (fi_getinfo(3): FI_RMA alone is FI_READ | FI_WRITE | FI_REMOTE_READ |
+ * FI_REMOTE_WRITE), and the answer says so: an application binds counters
+ * by the directions fi_getinfo returned, and passes the answer back as
+ * hints.
+ */
+static uint64_t ibf_caps_directions(uint64_t caps, uint64_t offered)
+{
+	const uint64_t msg_dir = FI_SEND | FI_RECV;
+	const uint64_t rma_dir = FI_READ | FI_WRITE | FI_REMOTE_READ |
+				 FI_REMOTE_WRITE;
+
+	if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & msg_dir))
+		caps |= offered & msg_dir;
+	if ((caps & (FI_RMA | FI_ATOMIC)) && !(caps & rma_dir))
+		caps |= offered & rma_dir;
+	return caps;
+}
+
 /* Primary caps as asked, secondary caps as offered. */
 static uint64_t ibf_narrow_caps(uint64_t offered, uint64_t asked)
 {
 	if (!(asked & IBF_MSG_PRIMARY_CAPS))
 		return offered;
-	return (asked & offered) | (offered & IBF_MSG_SECONDARY_CAPS);
+	return ibf_caps_directions(asked & offered, offered) |
+	       (offered & IBF_MSG_SECONDARY_CAPS);
 }
 
 /*
@@ -498,7 +519,8 @@ static uint64_t ibf_narrow_rdm_caps(uint64_t offered, uint64_t asked)
 {
 	if (!(asked & IBF_MSG_PRIMARY_CAPS))
 		return (offered & ~IBF_RDM_ASKED_CAPS) | (asked & offered);
-	return (asked & offered) | (offered & IBF_DOMAIN_CAPS);
+	return ibf_caps_directions(asked & offered, offered) |
+	       (offered & IBF_DOMAIN_CAPS);
 }
 
 static int ibf_narrow_rdm(struct fi_info *info, uint32_t version,
