@@ -160,11 +160,13 @@ static void rma(struct ibft_conn *c)
 
 		snprintf(name, sizeof(name), "rma-write-writedata-read-%zu", size);
 		if (ibft_opts.server) {
-			/* The writedata's data arrives in this receive. */
+			/* The writedata's data arrives in this receive, and
+			 * len is what it wrote (fi_cq(3)). */
 			ok = !fi_recv(c->ep, ctl.ptr, 64, ctl.desc, 0, &ctl) &&
 			     cq_one(c, &e) && e.op_context == &ctl &&
 			     (e.flags & FI_REMOTE_CQ_DATA) && e.data == size &&
 			     (e.flags & FI_REMOTE_WRITE) &&
+			     e.len == size - size / 2 &&
 			     ibft_verify(buf.ptr, size, seed);
 			/* New contents for the client to read. */
 			ibft_fill(buf.ptr, size, seed + 3);

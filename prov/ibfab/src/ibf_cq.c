@@ -55,11 +55,11 @@ void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
 		*flags |= FI_REMOTE_CQ_DATA;
 		*data = ntohl(wc->imm_data);
 	}
-	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-		/* A writedata that consumed this receive: no message arrived. */
+	/* A writedata that consumed this receive: no message arrived, and
+	 * len is what the write placed in the target's buffer (fi_cq(3);
+	 * the device's byte_len). */
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
 		*flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
-		*len = 0;
-	}
 }
 
 /* One entry in the CQ's format; the fields beyond it are not written. */
@@ -758,20 +758,7 @@ static int ibf_cq_control(struct fid *fid, int command, void *arg)
 {
 	struct ibf_cq *cq = container_of(fid, struct ibf_cq, cq_fid.fid);
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (!cq->channel || !arg)
-			return -FI_ENODATA;
-		*(int *)arg = cq->wait.epoll_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = cq->channel ? FI_WAIT_FD : FI_WAIT_NONE;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
+	return ibf_waitfd_control(&cq->wait, cq->channel != NULL, command, arg);
 }
 
 static void ibf_cq_destroy(struct ibf_cq *cq)
