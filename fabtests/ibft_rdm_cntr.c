@@ -65,6 +65,31 @@ static void check_bad_open(struct node *n)
 		fi_close(&c->fid);
 }
 
+/* A counter opened with FI_WAIT_NONE has no wait object to hand out:
+ * FI_GETWAIT says -FI_ENODATA, as a CQ or EQ does (fi_eq(3)), and
+ * FI_GETWAITOBJ says FI_WAIT_NONE. */
+static void check_getwait_none(struct node *n)
+{
+	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP,
+				     .wait_obj = FI_WAIT_NONE };
+	enum fi_wait_obj obj = FI_WAIT_UNSPEC;
+	struct fid_cntr *c = NULL;
+	int fd = -1, ret, ret2 = -1;
+
+	if (ibft_deviates("verbs;ofi_rxm", "cntr-getwait-none", "rxm's counters "
+			  "take no fi_control command (-FI_ENOSYS)"))
+		return;
+	ret = fi_cntr_open(n->domain, &attr, &c, NULL);
+	if (!ret) {
+		ret = fi_control(&c->fid, FI_GETWAIT, &fd);
+		ret2 = fi_control(&c->fid, FI_GETWAITOBJ, &obj);
+		fi_close(&c->fid);
+	}
+	IBFT_CHECK(ret == -FI_ENODATA && !ret2 && obj == FI_WAIT_NONE,
+		   "cntr-getwait-none", "FI_GETWAIT %d (want -FI_ENODATA), "
+		   "FI_GETWAITOBJ %d giving %d", ret, ret2, (int)obj);
+}
+
 /* fi_cntr_add/set/adderr/seterr on a counter bound to nothing. */
 static void check_arithmetic(struct node *n)
 {
@@ -166,6 +191,7 @@ int main(int argc, char **argv)
 	if (!ns[0] || !ns[1])
 		goto out;
 	check_bad_open(ns[0]);
+	check_getwait_none(ns[0]);
 	check_arithmetic(ns[0]);
 	tx = cntr_open(ns[0], FI_WAIT_UNSPEC);
 	rx = cntr_open(ns[1], FI_WAIT_FD);

@@ -83,6 +83,14 @@ int ibf_waitfd_raise(struct ibf_waitfd *w);
 int ibf_waitfd_lower(struct ibf_waitfd *w);
 /* epoll_wait on it: > 0 when something is ready, 0 on timeout, or -errno. */
 int ibf_waitfd_wait(struct ibf_waitfd *w, int timeout_ms);
+/*
+ * fi_control of a CQ, EQ or counter whose wait object is w, if it has one
+ * (has): FI_GETWAIT hands out w's epoll fd (-FI_ENODATA without one),
+ * FI_GETWAITOBJ says FI_WAIT_FD or FI_WAIT_NONE; a NULL arg is
+ * -FI_EINVAL, any other command -FI_ENOSYS.
+ */
+int ibf_waitfd_control(const struct ibf_waitfd *w, int has, int command,
+		       void *arg);
 
 /* A size_t option for fi_getopt: -FI_ETOOSMALL (and the size) if it
  * does not fit. */

@@ -378,20 +378,7 @@ static int ibf_cntr_control(struct fid *fid, int command, void *arg)
 {
 	struct ibf_cntr *c = container_of(fid, struct ibf_cntr, cntr_fid.fid);
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (!c->waitable || !arg)
-			return -FI_EINVAL;
-		*(int *)arg = c->wait.epoll_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = c->waitable ? FI_WAIT_FD : FI_WAIT_NONE;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
+	return ibf_waitfd_control(&c->wait, c->waitable, command, arg);
 }
 
 static struct fi_ops ibf_cntr_fi_ops = {

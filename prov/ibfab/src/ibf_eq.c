@@ -239,20 +239,8 @@ static int ibf_eq_control(struct fid *fid, int command, void *arg)
 {
 	struct ibf_eq *eq = container_of(fid, struct ibf_eq, eq_fid.fid);
 
-	switch (command) {
-	case FI_GETWAIT:
-		if (eq->wait_obj == FI_WAIT_NONE || !arg)
-			return -FI_ENODATA;
-		*(int *)arg = eq->wait.epoll_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = eq->wait_obj;
-		return 0;
-	default:
-		return -FI_ENOSYS;
-	}
+	return ibf_waitfd_control(&eq->wait, eq->wait_obj != FI_WAIT_NONE,
+				  command, arg);
 }
 
 /* A connection request nobody read: reject it and free what it held. */

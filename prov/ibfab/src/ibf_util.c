@@ -167,6 +167,27 @@ int ibf_waitfd_wait(struct ibf_waitfd *w, int timeout_ms)
 	return n < 0 ? (errno == EINTR ? 0 : -errno) : n;
 }
 
+int ibf_waitfd_control(const struct ibf_waitfd *w, int has, int command,
+		       void *arg)
+{
+	if (command != FI_GETWAIT && command != FI_GETWAITOBJ)
+		return -FI_ENOSYS;
+	if (!arg) {
+		IBF_WARN(FI_LOG_CORE, "fi_control(%s) with no place to put "
+			 "the answer\n", command == FI_GETWAIT ? "FI_GETWAIT" :
+			 "FI_GETWAITOBJ");
+		return -FI_EINVAL;
+	}
+	if (command == FI_GETWAITOBJ) {
+		*(enum fi_wait_obj *)arg = has ? FI_WAIT_FD : FI_WAIT_NONE;
+		return 0;
+	}
+	if (!has)
+		return -FI_ENODATA;	/* opened with FI_WAIT_NONE */
+	*(int *)arg = w->epoll_fd;
+	return 0;
+}
+
 int ibf_getopt_size(void *optval, size_t *optlen, size_t value)
 {
 	if (!optlen)
