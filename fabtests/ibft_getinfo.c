@@ -272,6 +272,48 @@ out:
 	fi_freeinfo(hints);
 }
 
+/*
+ * An answer passed back as hints, its source address cleared (as
+ * fabtests' fi_multi_ep makes more endpoints): it names its domain, and
+ * that domain's entry comes back, though the route to the destination
+ * would leave from another device (here the two devices share a host).
+ */
+static void check_answer_as_hints(const char *dst, const char *src)
+{
+	struct fi_info *hints = ibft_msg_hints(), *info = NULL, *again = NULL, *h2;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	int ret;
+
+	if (ibft_deviates("verbs", "getinfo-answer-as-hints", "verbs takes the "
+			  "route's device over the domain the hints name"))
+		goto out;
+	hints->addr_format = FI_SOCKADDR_IN;
+	inet_pton(AF_INET, src, &sin.sin_addr);
+	hints->src_addr = malloc(sizeof(sin));
+	memcpy(hints->src_addr, &sin, sizeof(sin));
+	hints->src_addrlen = sizeof(sin);
+	ret = getinfo(dst, ibft_opts.port, 0, hints, &info);
+	if (!IBFT_EXPECT(ret, 0, "getinfo-answer-as-hints-first"))
+		goto out;
+	h2 = fi_dupinfo(info);
+	free(h2->src_addr);
+	h2->src_addr = NULL;
+	h2->src_addrlen = 0;
+	h2->next = NULL;
+	ret = getinfo(NULL, NULL, 0, h2, &again);
+	IBFT_CHECK(!ret && again && !strcmp(again->domain_attr->name,
+					     info->domain_attr->name),
+		   "getinfo-answer-as-hints", "the answer for %s from %s (on "
+		   "%s), passed back as hints without its source: %s%s",
+		   dst, src, info->domain_attr->name, ret ? fi_strerror(-ret) :
+		   "another domain, ", ret ? "" : again->domain_attr->name);
+	fi_freeinfo(h2);
+out:
+	fi_freeinfo(again);
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+}
+
 /* IBFT_GETINFO_REFUSED=1: one fi_getinfo no entry can meet (every entry
  * refuses a transmit queue of 2^40), for check_refusals_logged. */
 static int refused_child(void)
@@ -333,8 +375,10 @@ int main(int argc, char **argv)
 	if (ibft_opts.dst) {
 		check_source(ibft_opts.dst, NULL);
 		check_dest(ibft_opts.dst, NULL);
-		if (ibft_opts.src)
+		if (ibft_opts.src) {
 			check_dest(ibft_opts.dst, ibft_opts.src);
+			check_answer_as_hints(ibft_opts.src, ibft_opts.dst);
+		}
 	}
 	return ibft_finish();
 }

@@ -361,10 +361,16 @@ static int ibf_addr_request(const char *node, const char *service,
 	return 0;
 }
 
-/* Is this address the one the request asks for? */
+/*
+ * Is this address the one the request asks for?  With a destination and
+ * no source, the one the route to it leaves from, unless the hints name a
+ * domain (dom): then that domain's, which the caller chose (or which an
+ * earlier answer named, passed back as hints; fi_multi_ep does that).
+ */
 static int ibf_addr_wanted(const struct ibf_port_addr *pa,
 			   const struct ibf_addr_req *req,
-			   const struct sockaddr_storage *route_local)
+			   const struct sockaddr_storage *route_local,
+			   const char *dom)
 {
 	const struct sockaddr *addr = (const struct sockaddr *)&pa->addr;
 
@@ -375,6 +381,8 @@ static int ibf_addr_wanted(const struct ibf_port_addr *pa,
 		    !ibf_addr_same_host(src, addr))
 			return 0;
 	}
+	if (req->has_dst && !req->has_src && dom && !strcmp(dom, pa->lim.dev_name))
+		return addr->sa_family == req->dst.ss_family;
 	if (req->has_dst)
 		return ibf_addr_same_host((const struct sockaddr *)route_local, addr);
 	return 1;
@@ -493,7 +501,9 @@ int ibf_getinfo(uint32_t version, const char *node, const char *service,
 	/* RDM entries first: what a caller without an ep_type wants most. */
 	for (rdm = 1; rdm >= 0; rdm--) {
 		for (i = 0; i < n; i++) {
-			if (!ibf_addr_wanted(&pa[i], &req, &route_local))
+			if (!ibf_addr_wanted(&pa[i], &req, &route_local,
+					     hints && hints->domain_attr ?
+					     hints->domain_attr->name : NULL))
 				continue;
 			why[0] = 0;
 			cur = ibf_info_for(&pa[i], &req, version, hints, rdm,
