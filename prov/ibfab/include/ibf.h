@@ -537,6 +537,10 @@ struct ibf_cq {
 	 */
 	struct ibf_rdm_ep **rdm;
 	int nrdm;
+	/* A QP's completions come to the device CQ (an FI_EP_MSG endpoint
+	 * reserved room in it: ibf_cq_reserve); until then reads do not poll
+	 * it (RDM endpoints have CQs of their own).  Atomic, set once. */
+	int hw_used;
 	/*
 	 * Completions a counter's progress took out of the device CQ (so
 	 * counters advance without a CQ reader) that the application is still

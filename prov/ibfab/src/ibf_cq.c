@@ -114,6 +114,8 @@ static int ibf_cq_fetch(struct ibf_cq *cq, struct ibv_wc *wc, int max)
 {
 	int n, i;
 
+	if (!__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE))
+		return 0;	/* nothing fills it */
 	n = ibv_poll_cq(cq->cq, max, wc);
 	for (i = 0; i < n; i++)
 		ibf_cq_count(&wc[i]);
@@ -877,8 +879,10 @@ int ibf_cq_reserve(struct ibf_cq *cq, int entries)
 	}
 	if (!ret && cq->rep)
 		ret = ibf_cq_reports_fit(cq);
-	if (!ret)
+	if (!ret) {
 		cq->cqe_used = want;
+		__atomic_store_n(&cq->hw_used, 1, __ATOMIC_RELEASE);
+	}
 	ibf_lock_release(&cq->lock);
 	return ret;
 }
