@@ -19,6 +19,9 @@ void ibft_parse(int argc, char **argv, const char *usage_extra)
 {
 	int c;
 
+	/* Each result line out at once: a provider that crashes later must
+	 * not take the lines before it with it. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	while ((c = getopt(argc, argv, "p:D:s:d:P:n:t:m:wh")) != -1) {
 		switch (c) {
 		case 'p': ibft_opts.prov = optarg; break;

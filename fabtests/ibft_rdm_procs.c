@@ -273,6 +273,11 @@ static void test_thread_endpoint(void)
 	pthread_t th[3];
 	struct node *ns[2];
 
+	if (ibft_deviates("verbs;ofi_rxm", "rdm-thread-endpoint", "libfabric "
+			  "1.17's rxm crashed (SIGSEGV in fi_close of its "
+			  "endpoint, CI on 4f36cfa) after this check, as it "
+			  "does on cntr-close-while-read"))
+		return;
 	want_threading = FI_THREAD_ENDPOINT;
 	ns[0] = node_open(0, FI_TAGGED, 0);
 	ns[1] = node_open(1, FI_TAGGED, 0);
