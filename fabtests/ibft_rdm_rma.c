@@ -9,10 +9,12 @@
  * injects are free on return; counters bound with FI_WRITE, FI_READ and
  * FI_REMOTE_WRITE count; a wrong key or a range beyond the region fails
  * the operation (not the process) and the next one to that peer works;
- * an endpoint without FI_RMA refuses.  Local buffers are registered only
+ * an endpoint without FI_RMA refuses; RMA above the device's largest work
+ * request, up to max_msg_size, works.  Local buffers are registered only
  * when the provider's mr_mode says FI_MR_LOCAL.
  *
  *   ibft_rdm_rma -p PROV -s ADDR_A [-d ADDR_B]
+ *   IBFT_RMA_BIG=BYTES ibft_rdm_rma ...   (only a write and read that big)
  */
 #include <malloc.h>
 #include <errno.h>
@@ -318,6 +320,134 @@ static void test_reregistration(void)
 	}
 }
 
+/*
+ * RMA above the port's max_msg_sz (8 MiB on rxe), up to the max_msg_size
+ * the provider advertises: a provider that posts one work request per RMA
+ * cannot.  Words numbered from seed, so a part written at the wrong
+ * place, twice or not at all shows (ibft_fill repeats every 64 KiB).
+ */
+static void big_fill(uint8_t *p, size_t len, uint64_t seed)
+{
+	size_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		uint64_t w = (i / 8 + seed) * 0x9e3779b97f4a7c15ull;
+
+		memcpy(p + i, &w, 8);
+	}
+	for (; i < len; i++)
+		p[i] = (uint8_t)(i ^ seed);
+}
+
+static int big_same(const uint8_t *p, size_t len, uint64_t seed)
+{
+	uint8_t w[4096];
+	size_t i, n;
+
+	for (i = 0; i < len; i += n) {
+		n = IBFT_MIN(sizeof(w), len - i);
+		/* The words of [i, i + n): i is a multiple of 8. */
+		big_fill(w, n, seed + i / 8);
+		if (n % 8)
+			for (size_t j = n - n % 8; j < n; j++)
+				w[j] = (uint8_t)((i + j) ^ seed);
+		if (memcmp(p + i, w, n))
+			return 0;
+	}
+	return 1;
+}
+
+#define BIG_WAIT_MS 300000
+
+/* A write of len in three local iovs, then a read of it back. */
+static int big_write_read(struct region *t, struct region *l, size_t len)
+{
+	size_t a = len / 3, b = len - len / 5;
+	struct iovec iov[3] = {
+		{ l->buf, a }, { l->buf + a, b - a }, { l->buf + b, len - b },
+	};
+	void *desc[3] = { l->desc, l->desc, l->desc };
+	struct comp c;
+	int ok;
+
+	big_fill(l->buf, len, 5);
+	memset(t->buf, 0, len);
+	ok = !POST(fi_writev(ns[0]->ep, iov, desc, 3, ns[0]->peer[1], t->addr,
+			     t->key, &c)) &&
+	     !wait_comp(ns[0], &c, BIG_WAIT_MS) && !c.err &&
+	     big_same(t->buf, len, 5);
+	IBFT_CHECK(ok, "rma-big-writev", "%zu bytes in 3 iovs: %s", len,
+		   c.err ? fi_strerror(c.err) : "not completed or data wrong");
+	if (!ok)
+		return 0;
+	big_fill(t->buf, len, 6);
+	memset(l->buf, 0, len);
+	ok = !POST(fi_readv(ns[0]->ep, iov, desc, 3, ns[0]->peer[1], t->addr,
+			    t->key, &c)) &&
+	     !wait_comp(ns[0], &c, BIG_WAIT_MS) && !c.err &&
+	     big_same(l->buf, len, 6);
+	IBFT_CHECK(ok, "rma-big-readv", "%zu bytes into 3 iovs: %s", len,
+		   c.err ? fi_strerror(c.err) : "not completed or data wrong");
+	return ok;
+}
+
+/*
+ * Five writedatas of len at once, the same bytes to the same place: each
+ * remote CQ data once, after its bytes.  With send queues of 8 (run-suite's
+ * qp8 run), parts and notices wait for slots.
+ */
+#define BIG_AT_ONCE 5
+static void big_writedata_many(struct region *t, struct region *l, size_t len)
+{
+	struct comp c[BIG_AT_ONCE], r;
+	unsigned seen = 0;
+	int i, ok = 1;
+
+	big_fill(l->buf, len, 7);
+	memset(t->buf, 0, len);
+	for (i = 0; ok && i < BIG_AT_ONCE; i++)
+		ok = !POST(fi_writedata(ns[0]->ep, l->buf, len, l->desc,
+					0x5a00 + i, ns[0]->peer[1], t->addr,
+					t->key, &c[i]));
+	for (i = 0; ok && i < BIG_AT_ONCE; i++)
+		ok = !wait_comp(ns[0], &r, BIG_WAIT_MS) && !r.err;
+	for (i = 0; ok && i < BIG_AT_ONCE; i++) {
+		ok = !wait_comp(ns[1], &r, WAIT_MS) && !r.err &&
+		     (r.e.flags & FI_REMOTE_CQ_DATA) && r.e.data >= 0x5a00 &&
+		     r.e.data < 0x5a00 + BIG_AT_ONCE &&
+		     !(seen & 1u << (r.e.data - 0x5a00));
+		if (ok)
+			seen |= 1u << (r.e.data - 0x5a00);
+	}
+	ok = ok && big_same(t->buf, len, 7);
+	IBFT_CHECK(ok, "rma-big-writedata-at-once", "%d of %zu bytes: %s",
+		   BIG_AT_ONCE, len, r.err ? fi_strerror(r.err) :
+		   "not completed, remote CQ data missing, or the data wrong");
+}
+
+/*
+ * IBFT_RMA_BIG=N: N bytes (write and read only), else 20 MiB and a bit;
+ * either way no more than the provider's max_msg_size.
+ */
+static void test_big(void)
+{
+	const char *env = getenv("IBFT_RMA_BIG");
+	size_t len = env ? strtoull(env, NULL, 0) : (20u << 20) + 12345;
+	struct region t, l;
+
+	len = IBFT_MIN(len, ns[0]->info->ep_attr->max_msg_size);
+	if (region_open(ns[1], &t, len, FI_REMOTE_WRITE | FI_REMOTE_READ))
+		return;
+	if (region_open(ns[0], &l, len, FI_READ | FI_WRITE)) {
+		region_close(&t);
+		return;
+	}
+	if (big_write_read(&t, &l, len) && !env)
+		big_writedata_many(&t, &l, len);
+	region_close(&l);
+	region_close(&t);
+}
+
 /* To ourselves: A's own address, A's own region. */
 static void test_self(void)
 {
@@ -563,6 +693,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ibft_rdm_rma needs -s ADDR_A\n");
 		return 2;
 	}
+	if (getenv("IBFT_RMA_BIG")) {
+		if (!open_pair())
+			test_big();
+		region_close(&tgt);
+		region_close(&loc);
+		close_all();
+		return ibft_finish();
+	}
 	if (!open_pair()) {
 		test_write_read();
 		test_offset();
@@ -571,7 +709,8 @@ int main(int argc, char **argv)
 		test_self();
 		test_desc_hint();
 		test_reregistration();
-		test_bad_access();
+		test_big();
+		test_bad_access();	/* rxm's connection stays broken after */
 	}
 	region_close(&tgt);
 	if (ns[0] && ns[1] && loc.buf)

@@ -559,6 +559,89 @@ out:
 	node_close(e);
 }
 
+/* R writes 64 bytes at addr under key, with immediate seq: the last part
+ * of an RMA, as far as A can tell. */
+static int rogue_write_imm(struct rogue *g, uint64_t addr, uint32_t key,
+			   uint32_t seq)
+{
+	struct ibv_sge sge = { (uintptr_t)g->buf, 64, g->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	wr.imm_data = htonl(seq);
+	wr.wr.rdma.remote_addr = addr;
+	wr.wr.rdma.rkey = key;
+	if (ibv_post_send(g->id->qp, &wr, &bad))
+		return -1;
+	g->outstanding++;
+	return 0;
+}
+
+/*
+ * A write in parts (above the port's max_msg_sz) leaves a trace at the
+ * target only with its last part: the notice's total length is the
+ * peer's word.  R writes 64 bytes with an immediate into E's 4 KiB
+ * region and then claims, with remote CQ data, a write of 1 MiB: E
+ * reports nothing, as the key does not reach that far.  Claiming the
+ * region's 4 KiB instead is a write R could have made, and is reported.
+ */
+static void claimed_parts(void)
+{
+	static uint8_t rw[4096] __attribute__((aligned(64)));
+	uint8_t msg[sizeof(struct ibf_rdm_hdr) + sizeof(struct ibf_rdm_rma_note)];
+	struct ibf_rdm_rma_note *note = (void *)(msg + sizeof(struct ibf_rdm_hdr));
+	struct fid_mr *mr = NULL;
+	struct rogue g = { 0 };
+	struct node *e;
+	struct comp cp;
+	uint64_t key;
+	int i, ok, got[2] = { 0, 0 };
+
+	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+		       FI_MR_LOCAL | FI_MR_ENDPOINT;
+	e = node_open(0, FI_TAGGED | FI_RMA, 0);
+	want_mr_mode = 0;
+	ok = e && !node_mr_reg(e, rw, sizeof(rw), FI_REMOTE_WRITE, &mr) &&
+	     !rogue_connect(&g, ibft_opts.dst, ibft_opts.dst, 50129,
+			    (struct sockaddr *)e->name);
+	if (!IBFT_CHECK(ok, "hostile-claimed-parts-setup", "E, its region or "
+			"R's connection to it"))
+		goto out;
+	key = fi_mr_key(mr);
+	for (i = 0; ok && i < 2; i++) {
+		ok = !rogue_write_imm(&g, (uintptr_t)rw, (uint32_t)key, i + 1);
+		hdr_init((void *)msg, IBF_RDM_WDATA, g.mine,
+			 (uint64_t)(i + 1) << 32 | key);
+		((struct ibf_rdm_hdr *)msg)->flags = IBF_RDM_F_DATA;
+		((struct ibf_rdm_hdr *)msg)->data = 0xabc0 + i;
+		note->addr = (uintptr_t)rw;
+		note->len = i ? sizeof(rw) : 1 << 20;
+		note->last = 64;
+		ok = ok && !rogue_send(&g, msg, sizeof(msg));
+		rogue_drain(&g);
+		while (ok && has_comp(e, NULL, 1000, &cp))
+			if (!cp.err && cp.e.data == 0xabc0 + (uint64_t)i &&
+			    cp.e.len == note->len)
+				got[i]++;
+	}
+	IBFT_CHECK(ok && !got[0], "hostile-claimed-parts-beyond-key", "E "
+		   "reported remote CQ data of a 1 MiB write in parts into a "
+		   "4 KiB region (R wrote 64 bytes)");
+	IBFT_CHECK(ok && got[1] == 1, "hostile-claimed-parts-within-key", "E "
+		   "reported %d times (once) a 4 KiB write in parts whose last "
+		   "part came", got[1]);
+out:
+	rogue_close(&g);
+	if (e && e->ep) {
+		fi_close(&e->ep->fid);
+		e->ep = NULL;
+	}
+	if (mr)
+		fi_close(&mr->fid);
+	node_close(e);
+}
+
 /* R writes 64 bytes to A under a key A never gave: A's QP answers with a
  * remote access error and goes to the error state, with no completion of
  * A's to say so. */
@@ -985,6 +1068,7 @@ int main(int argc, char **argv)
 		  "a write under a key A never gave");
 	self_claim_flood(ns[0]);
 	forged_rma_notices();
+	claimed_parts();
 	fetch_from_write_only();
 	IBFT_CHECK(rogue_tiebreak_liar(ns[0], ibft_opts.dst, 30000),
 		   "hostile-tiebreak-liar", "A's send to a peer that refused it as "

@@ -213,6 +213,10 @@ ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
  * the caller saw it connected). */
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_sge *sge, int nsge, int inl);
+/* Post the next part of RMA op (ibf_rdm_op.h), one that is not its first,
+ * on the connection life its first went on: 0, -FI_EAGAIN when conn's send
+ * queue is full, -FI_ECONNABORTED when that life ended. */
+int ibf_rdm_post_rma_next(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
 /* Post an RDMA READ for op on conn (the caller took a credit). */
 int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_send_wr *wr);

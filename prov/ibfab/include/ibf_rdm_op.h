@@ -107,12 +107,25 @@ struct ibf_rdm_op {
 	/* A send waiting in a queue: what to post once connected. */
 	uint32_t wire_len;	/* header + payload in mem */
 	int wr_kind;		/* enum ibf_rdm_wr_kind */
-	/* An RMA: local segments, remote address and key; via_slot: the
-	 * data goes through mem (a read is copied out to iov at the end). */
+	/*
+	 * An RMA: remote address and key; via_slot: the data goes through
+	 * mem (a read is copied out to iov at the end).  It is posted in
+	 * parts of at most the port's max_msg_sz: sge[0..nsge) is the next
+	 * part, part_len bytes at rma_addr + part_off, the last one if
+	 * part_last (a header follows that one if rma_notify).  An RMA in
+	 * several parts (rma_split) keeps its iovs and lkeys in iov and
+	 * lkey; rd_iov, rd_ioff and rd_left say where the part after the
+	 * prepared one starts and how many bytes are left for it.
+	 */
 	struct ibv_sge sge[IBF_RDM_IOV];
 	int nsge;
 	int via_slot;
 	int rma_notify;		/* a header follows it (ibf_rdm_rma.c) */
+	int rma_split;
+	int part_ready;		/* sge holds a part not yet posted */
+	int part_last;
+	uint64_t part_off;
+	size_t part_len;
 	uint64_t rma_addr;
 	uint32_t rma_key;
 };

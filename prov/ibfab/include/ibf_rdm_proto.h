@@ -87,7 +87,7 @@ void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err);
 /* Post the answer built in bounce b (b->wire_len bytes) to its sender;
  * b goes back to the SRQ once it is sent (a full queue parks it). */
 void ibf_rdm_reply_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
-/* Reads and FINs parked on conn go on (or fail, if it ended). */
+/* Reads, FINs and RMA parts parked on conn go on (or fail, if it ended). */
 void ibf_rdm_unstall(struct ibf_rdm_conn *conn);
 /* Rendezvous sends and atomics of ended connection lives fail. */
 void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
@@ -96,6 +96,9 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
 
 /* One completion of an RMA op (it completes after its last). */
 void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc);
+/* The next parts of an RMA in parts go on (a slot came back, or its
+ * connection ended: then it fails). */
+void ibf_rdm_rma_more(struct ibf_rdm_op *op);
 /* A peer's RDMA WRITE WITH IMMEDIATE (bounce b, empty) landed: its
  * notice is due next on the same QP. */
 void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,

@@ -12,8 +12,10 @@
  *          with remote CQ data in data (flag DATA) or for FI_RMA_EVENT
  *          alone; tag: sequence << 32 | the write's key.  The target
  *          takes it only right after that write (same QP, same
- *          sequence, same length), so no CQ data or event comes without
- *          one
+ *          sequence, the length in last), so no CQ data or event comes
+ *          without one.  A write larger than the port's max_msg_sz goes
+ *          in parts, in order on the QP; only the last carries the
+ *          immediate
  *   RDONE  struct ibf_rdm_rma_note: an RDMA READ just before it on this
  *          QP was served (FI_RMA_EVENT); tag: the read's key.  A read
  *          leaves no trace at the target, so this one is taken on the
@@ -88,6 +90,9 @@ struct ibf_rdm_rts {
 struct ibf_rdm_rma_note {
 	uint64_t addr;
 	uint64_t len;
+	/* The bytes of the write that carried the immediate: the RMA's
+	 * last part (an RMA above the port's max_msg_sz goes in parts). */
+	uint64_t last;
 };
 struct ibf_rdm_fin {
 	uint32_t cookie;

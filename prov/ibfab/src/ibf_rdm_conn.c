@@ -637,8 +637,9 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 }
 
 /*
- * An RMA op: its write or read, and behind it (writedata, FI_RMA_EVENT)
- * the header in op->mem, both on one post (a slot each).
+ * The prepared part of RMA op (ibf_rdm_op.h): its write or read, and
+ * behind the last part (writedata, FI_RMA_EVENT) the header in op->mem,
+ * both on one post (a slot each).  op->reads_left counts what was posted.
  */
 static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
@@ -651,7 +652,7 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		  op->mem_lkey },
 	};
 	struct ibv_send_wr wr[2] = { { 0 } }, *bad;
-	int n = op->rma_notify ? 2 : 1, ret, i;
+	int n = op->part_last && op->rma_notify ? 2 : 1, ret, i;
 
 	if (unlikely(!id || !id->qp))
 		return -FI_ENOTCONN;
@@ -671,12 +672,14 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	if (op->wr_kind != IBF_RDM_WR_READ && op->via_slot &&
 	    op->op.len <= conn->ep->max_inline)
 		wr[0].send_flags |= IBV_SEND_INLINE;
-	wr[0].wr.rdma.remote_addr = op->rma_addr;
+	wr[0].wr.rdma.remote_addr = op->rma_addr + op->part_off;
 	wr[0].wr.rdma.rkey = op->rma_key;
 	if (n == 2) {
 		struct ibf_rdm_hdr *hdr = (void *)op->mem;
+		struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
 
 		hdr->conn = conn->remote;
+		note->last = op->part_len;
 		if (op->wr_kind != IBF_RDM_WR_READ) {
 			/* The target sees this write (its immediate) and takes
 			 * the notice behind it only with the same sequence. */
@@ -699,6 +702,10 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	op->state = op->tx_state;
 	op->post_conn = conn;
 	op->post_epoch = epoch;
+	/* Before the post: its completions may be taken at once by progress
+	 * on another thread (a queued op is posted by the connection's). */
+	op->reads_left += n;
+	op->part_ready = 0;
 	__atomic_add_fetch(&conn->ep->sq_posted, n, __ATOMIC_RELAXED);
 	ibf_tsan_release(op);
 	ret = ibv_post_send(id->qp, wr, &bad);
@@ -707,14 +714,25 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	/* What was not posted gives its slot back; a header that failed
 	 * behind a posted write fails the op once the write completes. */
 	n = bad == &wr[0] ? n : 1;
+	op->reads_left -= n;
 	__atomic_sub_fetch(&conn->ep->sq_posted, n, __ATOMIC_RELAXED);
 	for (i = 0; i < n; i++)
 		ibf_rdm_credit_untake(conn);
-	if (bad == &wr[0])
+	if (bad == &wr[0]) {
+		op->part_ready = 1;
 		return ret == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(ret);
-	op->reads_left = 1;
+	}
 	op->read_err = ibf_errno_to_fi(ret);
 	return 0;
+}
+
+int ibf_rdm_post_rma_next(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
+{
+	/* Every part on the life the first went on: a new QP has not seen
+	 * the parts before, nor would its peer take the notice. */
+	if (ibf_rdm_epoch_over(conn, op->epoch))
+		return -FI_ECONNABORTED;
+	return ibf_rdm_post_rma(conn, op);
 }
 
 /*
@@ -728,11 +746,11 @@ static void ibf_rdm_rma_notify_set(const struct ibf_rdm_conn *conn,
 {
 	op->rma_notify = op->wr_kind == IBF_RDM_WR_WRITE_DATA ||
 			 __atomic_load_n(&conn->peer_rma_event, __ATOMIC_RELAXED);
-	op->reads_left = op->rma_notify ? 2 : 1;
 }
 
 /* Whether op is a request (ibf_rdm_wire.h): a message or an atomic, or a
- * write with a notice behind it; each takes a credit of the peer's. */
+ * write with a notice behind it; each takes a credit of the peer's (an
+ * RMA in parts at its first post). */
 static int ibf_rdm_is_request(const struct ibf_rdm_op *op)
 {
 	return op->wr_kind == IBF_RDM_WR_SEND ||

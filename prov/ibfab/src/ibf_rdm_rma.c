@@ -4,9 +4,11 @@
  * endpoint's own address included), over the peer's RC QP, made on first
  * use as for messages.  The API calls and the protocol both live here.
  *
- * An RMA op is one RDMA WRITE or READ work request: the target's HCA
- * checks the key, the range and the rights, and the initiator learns of a
- * violation as a completion error.  fi_writedata adds a WDATA header sent
+ * An RMA op is one RDMA WRITE or READ work request, or, above the port's
+ * max_msg_sz (8 MiB on rxe), one per part of at most that size, posted in
+ * order as earlier parts complete: max_msg_size holds for RMA as for
+ * messages.  The target's HCA checks the key, the range and the rights,
+ * and the initiator learns of a violation as a completion error.  fi_writedata adds a WDATA header sent
  * right behind the write on the same QP; RC delivers it after the written
  * bytes, and the target reports it as an FI_REMOTE_CQ_DATA completion
  * carried by one of its receive ops (so the CQ's room, sized for the ops,
@@ -33,17 +35,100 @@
 
 /* ---- initiator ---- */
 
+/* The registered local side of an RMA op that goes through no slot: the
+ * caller's desc if its region covers iov[i] with the rights needed, else
+ * the registration cache's. */
+static int ibf_rdm_rma_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			    const struct iovec *iov, void **desc, size_t i,
+			    uint32_t *lkey)
+{
+	int read = op->wr_kind == IBF_RDM_WR_READ;
+
+	if (desc && ibf_desc_covers(desc[i], iov[i].iov_base, iov[i].iov_len,
+				    read, lkey))
+		return 0;
+	return ibf_rdm_reg_local(ep, op, iov[i].iov_base, iov[i].iov_len,
+				 read ? IBV_ACCESS_LOCAL_WRITE : 0, lkey);
+}
+
+/*
+ * Prepare the next part of RMA op in parts (ibf_rdm_op.h): at most
+ * max_read bytes of its iovs from where the last part stopped.
+ */
+static void ibf_rdm_rma_part_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+{
+	size_t chunk = IBF_MIN(op->rd_left, (size_t)ep->max_read), n;
+
+	op->part_off += op->part_len;
+	op->part_len = chunk;
+	op->rd_left -= chunk;
+	op->part_last = !op->rd_left;
+	op->nsge = 0;
+	while (chunk && op->nsge < IBF_RDM_IOV) {
+		while (op->rd_iov < op->count - 1 &&
+		       op->rd_ioff == op->iov[op->rd_iov].iov_len) {
+			op->rd_iov++;
+			op->rd_ioff = 0;
+		}
+		n = IBF_MIN(chunk, op->iov[op->rd_iov].iov_len - op->rd_ioff);
+		op->sge[op->nsge].addr = (uintptr_t)op->iov[op->rd_iov].iov_base +
+					 op->rd_ioff;
+		op->sge[op->nsge].length = (uint32_t)n;
+		op->sge[op->nsge].lkey = op->lkey[op->rd_iov];
+		op->nsge++;
+		op->rd_ioff += n;
+		chunk -= n;
+	}
+	op->part_ready = 1;
+}
+
+/*
+ * An RMA above the port's max_msg_sz: its iovs registered, and its first
+ * part prepared; ibf_rdm_rma_more posts the rest as parts complete.
+ */
+static int ibf_rdm_rma_split(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			     const struct iovec *iov, void **desc, size_t count,
+			     size_t len)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < count; i++) {
+		op->iov[i] = iov[i];
+		if (!iov[i].iov_len)
+			continue;
+		ret = ibf_rdm_rma_lkey(ep, op, iov, desc, i, &op->lkey[i]);
+		if (ret) {
+			ibf_rdm_unregister(op);
+			return ret;
+		}
+	}
+	op->count = count;
+	op->rma_split = 1;
+	op->rd_iov = 0;
+	op->rd_ioff = 0;
+	op->rd_left = len;
+	op->part_off = 0;
+	op->part_len = 0;
+	ibf_rdm_rma_part_next(ep, op);
+	return 0;
+}
+
 /* The local side of op: the slot, or the caller's buffers (registered). */
 static int ibf_rdm_rma_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 			     const struct iovec *iov, void **desc, size_t count,
 			     size_t len)
 {
-	int access = op->wr_kind == IBF_RDM_WR_READ ? IBV_ACCESS_LOCAL_WRITE : 0;
 	uint32_t lkey;
 	size_t i;
 	int ret;
 
 	op->nsge = 0;
+	op->rma_split = 0;
+	op->part_ready = 1;
+	op->part_last = 1;
+	op->part_off = 0;
+	op->part_len = len;
 	op->via_slot = len <= ep->eager_size;
 	if (op->via_slot) {
 		if (op->wr_kind != IBF_RDM_WR_READ)
@@ -57,19 +142,15 @@ static int ibf_rdm_rma_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		op->nsge = len ? 1 : 0;
 		return 0;
 	}
+	if (len > ep->max_read)
+		return ibf_rdm_rma_split(ep, op, iov, desc, count, len);
 	for (i = 0; i < count; i++) {
 		if (!iov[i].iov_len)
 			continue;
-		if (!desc || !ibf_desc_covers(desc[i], iov[i].iov_base,
-					      iov[i].iov_len,
-					      op->wr_kind == IBF_RDM_WR_READ,
-					      &lkey)) {
-			ret = ibf_rdm_reg_local(ep, op, iov[i].iov_base,
-						iov[i].iov_len, access, &lkey);
-			if (ret) {
-				ibf_rdm_unregister(op);
-				return ret;
-			}
+		ret = ibf_rdm_rma_lkey(ep, op, iov, desc, i, &lkey);
+		if (ret) {
+			ibf_rdm_unregister(op);
+			return ret;
 		}
 		op->sge[op->nsge].addr = (uintptr_t)iov[i].iov_base;
 		op->sge[op->nsge].length = (uint32_t)iov[i].iov_len;
@@ -91,6 +172,7 @@ static int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	op->rma_addr = addr;
 	op->rma_key = (uint32_t)key;
 	op->read_err = 0;
+	op->reads_left = 0;
 	op->tx_state = IBF_RDM_TX_RMA;
 	/*
 	 * The header that may go behind (remote CQ data, or a target with
@@ -122,10 +204,10 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 	}
 	if (unlikely(ibf_rdm_iov_check(iov, count, ep->tx_iov_limit, &len, "RMA")))
 		return -FI_EINVAL;
-	if (unlikely(len > rma->len || len > ep->max_read)) {
+	if (unlikely(len > rma->len || len > IBF_RDM_MAX_MSG_SIZE)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "RMA of %zu bytes to "
-			       "a %zu-byte remote buffer (one RMA carries at "
-			       "most %u bytes)\n", len, rma->len, ep->max_read);
+			       "a %zu-byte remote buffer (max_msg_size is "
+			       "%llu)\n", len, rma->len, IBF_RDM_MAX_MSG_SIZE);
 		return len > rma->len ? -FI_EINVAL : -FI_EMSGSIZE;
 	}
 	if (unlikely((flags & FI_INJECT) && len > ep->inject_size)) {
@@ -150,6 +232,10 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 				rma->key, data);
 	if (likely(!ret))
 		ret = ibf_rdm_conn_send(op->conn, op);
+	/* Posted (not queued), it cannot complete while we hold the lock:
+	 * its second part goes now. */
+	if (unlikely(op->rma_split) && !ret && op->state == IBF_RDM_TX_RMA)
+		ibf_rdm_rma_more(op);
 	if (unlikely(ret)) {
 		ibf_rdm_unregister(op);
 		ibf_rdm_op_free(op);
@@ -163,7 +249,43 @@ out:
 	return ret;
 }
 
-/* One completion of RMA op (its write or read; a writedata's header). */
+/* RMA op is over: each part has completed, or failed. */
+static void ibf_rdm_rma_done(struct ibf_rdm_op *op)
+{
+	if (!op->read_err && op->via_slot && op->wr_kind == IBF_RDM_WR_READ)
+		ibf_copy_to_iov(op->iov, op->count, op->mem + IBF_RDM_HDR,
+				    op->op.len);
+	ibf_rdm_complete(op, op->read_err);
+}
+
+/*
+ * Keep up to IBF_RDM_READS parts of RMA op in flight while parts are left;
+ * park it when its connection's send queue is full (ibf_rdm_unstall goes
+ * on); finish once nothing is left in flight.  A part that fails ends the
+ * posting: the op fails once those in flight are back.
+ */
+void ibf_rdm_rma_more(struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_conn *conn = op->post_conn;
+	int ret;
+
+	while (!op->stalled && !op->read_err && op->reads_left < IBF_RDM_READS) {
+		if (!op->part_ready) {
+			if (op->part_last)
+				break;		/* all posted */
+			ibf_rdm_rma_part_next(op->ep, op);
+		}
+		ret = ibf_rdm_post_rma_next(conn, op);
+		if (ret == -FI_EAGAIN)
+			ibf_rdm_stall(conn, op);
+		else if (ret)
+			op->read_err = ret;
+	}
+	if (!op->stalled && !op->reads_left)
+		ibf_rdm_rma_done(op);
+}
+
+/* One completion of RMA op (a part; a writedata's header). */
 void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc)
 {
 	if (unlikely(wc->status != IBV_WC_SUCCESS) && !op->read_err) {
@@ -178,12 +300,11 @@ void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc)
 				       " (the peer's region: its key, range and "
 				       "FI_REMOTE_READ/WRITE access)" : "");
 	}
-	if (--op->reads_left)
-		return;
-	if (!op->read_err && op->via_slot && op->wr_kind == IBF_RDM_WR_READ)
-		ibf_copy_to_iov(op->iov, op->count, op->mem + IBF_RDM_HDR,
-				    op->op.len);
-	ibf_rdm_complete(op, op->read_err);
+	op->reads_left--;
+	if (unlikely(op->rma_split))
+		ibf_rdm_rma_more(op);
+	else if (!op->reads_left)
+		ibf_rdm_rma_done(op);
 }
 
 /* ---- target ---- */
@@ -231,8 +352,9 @@ void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 
 /*
  * Whether the notice in b tells of the write that came just before it on
- * the same QP (its sequence and length): the only way a peer gets remote
- * CQ data or a write event reported.  The write is used up either way.
+ * the same QP (its sequence, and the length of that write, the last part
+ * of the RMA): the only way a peer gets remote CQ data or a write event
+ * reported.  The write is used up either way.
  */
 static int ibf_rdm_wdata_bound(struct ibf_rdm_op *b, const struct ibv_wc *wc)
 {
@@ -244,8 +366,22 @@ static int ibf_rdm_wdata_bound(struct ibf_rdm_op *b, const struct ibv_wc *wc)
 	ok = wc->byte_len >= IBF_RDM_HDR + sizeof(*note) &&
 	     conn->wimm_seen.valid && conn->wimm_seen.qp_num == wc->qp_num &&
 	     conn->wimm_seen.seq == (uint32_t)(hdr->tag >> 32) &&
-	     conn->wimm_seen.len == note->len;
+	     conn->wimm_seen.len == note->last && note->last <= note->len &&
+	     note->len <= IBF_RDM_MAX_MSG_SIZE;
 	conn->wimm_seen.valid = 0;
+	if (ok && note->last != note->len) {
+		/* In parts: those before the last left no trace here, so the
+		 * length is the peer's word, taken only within what its key
+		 * lets it write. */
+		struct ibf_mr *mr = ibf_mr_target_hold(b->ep->domain,
+						       (uint32_t)hdr->tag,
+						       note->addr, note->len,
+						       IBV_ACCESS_REMOTE_WRITE);
+
+		ok = mr != NULL;
+		if (mr)
+			ibf_mr_target_release(b->ep->domain);
+	}
 	b->op.len = ok ? note->len : 0;
 	return ok;
 }

@@ -295,6 +295,8 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
 	while ((op = ibf_rdm_unstall_next(conn))) {
 		if (op->is_bounce)
 			ibf_rdm_reply_post(ep, op);	/* may park it again */
+		else if (op->state == IBF_RDM_TX_RMA)
+			ibf_rdm_rma_more(op);
 		else
 			ibf_rdm_read_more(ep, op);
 		if (op->stalled)
