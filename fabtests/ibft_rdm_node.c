@@ -121,10 +121,12 @@ struct node *node_open(int i, uint64_t caps, uint64_t cq_flags)
 int node_mr_reg(struct node *n, void *buf, size_t len, uint64_t access,
 		struct fid_mr **mr)
 {
+	/* Without FI_MR_PROV_KEY the application chooses: one per region. */
+	static uint64_t next_key = 0x1000;
 	int ret;
 
 	*mr = NULL;
-	ret = fi_mr_reg(n->domain, buf, len, access, 0, 0, 0, mr, NULL);
+	ret = fi_mr_reg(n->domain, buf, len, access, 0, next_key++, 0, mr, NULL);
 	if (ret) {
 		*mr = NULL;
 		return ret;

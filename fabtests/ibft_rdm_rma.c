@@ -15,6 +15,7 @@
  *
  *   ibft_rdm_rma -p PROV -s ADDR_A [-d ADDR_B]
  *   IBFT_RMA_BIG=BYTES ibft_rdm_rma ...   (only a write and read that big)
+ *   IBFT_MR_REQKEY=1 ibft_rdm_rma ...     (requested keys and offsets)
  */
 #include <malloc.h>
 #include <errno.h>
@@ -27,6 +28,8 @@
 #include <sys/syscall.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include <rdma/fi_atomic.h>
 
 #include "ibft.h"
 #include "ibft_rdm_node.h"
@@ -86,6 +89,20 @@ static int local_open(struct node *n, struct region *r, size_t len)
 }
 
 /* The next completion of n that is not a remote one; -1 on timeout. */
+/*
+ * IBFT_MR_REQKEY=1: the application chooses keys and addresses regions
+ * from their start (mr_mode without FI_MR_PROV_KEY and FI_MR_VIRT_ADDR),
+ * as OpenSHMEM and MPICH ask first; else the device's keys and virtual
+ * addresses.
+ */
+static int reqkey;
+static uint64_t rma_mr_mode(void)
+{
+	return reqkey ? FI_MR_ALLOCATED | FI_MR_LOCAL | FI_MR_ENDPOINT :
+	       FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+	       FI_MR_LOCAL | FI_MR_ENDPOINT;
+}
+
 static int wait_local(struct node *n, struct comp *c)
 {
 	return wait_comp(n, c, WAIT_MS);
@@ -96,12 +113,16 @@ static struct region tgt, loc;
 
 static int open_pair(void)
 {
-	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-		       FI_MR_LOCAL | FI_MR_ENDPOINT;
+	want_mr_mode = rma_mr_mode();
 	ns[0] = node_open(0, FI_MSG | FI_RMA, 0);
 	ns[1] = node_open(1, FI_MSG | FI_RMA, 0);
 	if (!ns[0] || !ns[1] || insert_all(ns, 2))
 		return -1;
+	if (reqkey)
+		IBFT_CHECK(!(ns[0]->info->domain_attr->mr_mode &
+			     (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR)), "rma-reqkey-mode",
+			   "asked for requested keys and offsets, got mr_mode %#x",
+			   ns[0]->info->domain_attr->mr_mode);
 	if (region_open(ns[1], &tgt, RBUF, FI_REMOTE_WRITE | FI_REMOTE_READ) ||
 	    local_open(ns[0], &loc, RBUF))
 		return -1;
@@ -576,8 +597,7 @@ static void test_rma_event(uint64_t a_caps, const char *name)
 
 	if (ibft_deviates("verbs;ofi_rxm", name, "rxm offers no FI_RMA_EVENT"))
 		return;
-	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-		       FI_MR_LOCAL | FI_MR_ENDPOINT;
+	want_mr_mode = rma_mr_mode();
 	a = node_open(0, a_caps, 0);
 	b = node_open(1, FI_MSG | FI_RMA | FI_RMA_EVENT, 0);
 	if (!a || !b)
@@ -595,12 +615,15 @@ static void test_rma_event(uint64_t a_caps, const char *name)
 	for (i = 0; ok && i < 2; i++)
 		ok = !POST(fi_read(a->ep, buf, sizeof(buf), NULL, a->peer[1],
 				   t.addr, t.key, NULL));
-	/* A's five complete with A alone progressed; then B's region counter
-	 * is waited for alone, and must progress B to see the notices. */
+	/* A's five complete with A alone progressed (with requested keys,
+	 * B must answer A's question first: both are); then B's region
+	 * counter is waited for alone, and must progress B to see the
+	 * notices. */
 	for (i = 0; ok && i < 5; i++) {
 		struct comp cp;
 
-		ok = !wait_comp_alone(a, &cp, WAIT_MS) && !cp.err;
+		ok = !(reqkey ? wait_comp : wait_comp_alone)(a, &cp, WAIT_MS) &&
+		     !cp.err;
 	}
 	ok = ok && !fi_cntr_wait(mc, 3, WAIT_MS);
 	for (i = 0; ok && i < 2000 && (fi_cntr_read(c[0]) < 3 ||
@@ -628,6 +651,86 @@ out:
 	for (i = 0; i < 2; i++)
 		if (c[i])
 			fi_close(&c[i]->fid);
+	close_all();
+}
+
+/*
+ * Requested keys (IBFT_MR_REQKEY): a key taken twice is refused; a key
+ * B never registered fails the write (-FI_EACCES), and the next works;
+ * B closes a region A has written and registers another buffer under its
+ * key, tells A by a message, and A's next write lands in the new buffer;
+ * an atomic names a region by key and offset.
+ */
+static void test_reqkey(void)
+{
+	static uint8_t one[4096], two[4096];
+	struct fid_mr *m1 = NULL, *m2 = NULL, *dup = NULL;
+	uint64_t v = 5, old = 0, addend = 3;
+	uint8_t msg[16] = "moved", got[16] = "";
+	struct node *a, *b;
+	struct comp c;
+	int ok, ret;
+
+	want_mr_mode = rma_mr_mode();
+	a = node_open(0, FI_MSG | FI_RMA | FI_ATOMIC, 0);
+	b = node_open(1, FI_MSG | FI_RMA | FI_ATOMIC, 0);
+	if (!a || !b || insert_all((struct node *[]){ a, b }, 2))
+		goto out;
+	ok = !fi_mr_reg(b->domain, one, sizeof(one), FI_REMOTE_WRITE |
+			FI_REMOTE_READ, 0, 77, 0, &m1, NULL) &&
+	     (!(b->info->domain_attr->mr_mode & FI_MR_ENDPOINT) ||
+	      (!fi_mr_bind(m1, &b->ep->fid, 0) && !fi_mr_enable(m1)));
+	if (!IBFT_CHECK(ok && fi_mr_key(m1) == 77, "rma-reqkey-reg",
+			"a region keyed 77: key %llu", m1 ?
+			(unsigned long long)fi_mr_key(m1) : 0ull))
+		goto out;
+	ret = fi_mr_reg(b->domain, two, sizeof(two), FI_REMOTE_WRITE, 0, 77, 0,
+			&dup, NULL);
+	IBFT_CHECK(ret == -FI_ENOKEY, "rma-reqkey-taken", "a second region "
+		   "keyed 77: %d (-FI_ENOKEY)", ret);
+	if (dup)
+		fi_close(&dup->fid);
+	ret = (int)POST(fi_write(a->ep, msg, 8, NULL, a->peer[1], 0, 78, &c));
+	ok = !ret && !wait_comp(a, &c, WAIT_MS) && c.err == FI_EACCES;
+	IBFT_CHECK(ok, "rma-reqkey-unknown", "a write under key 78, which B "
+		   "never registered: %s", ret ? fi_strerror(-ret) :
+		   fi_strerror(c.err));
+	ok = !POST(fi_write(a->ep, msg, 8, NULL, a->peer[1], 100, 77, &c)) &&
+	     !wait_comp(a, &c, WAIT_MS) && !c.err && !memcmp(one + 100, msg, 8);
+	IBFT_CHECK(ok, "rma-reqkey-offset", "a write at offset 100 of key 77: "
+		   "%s", c.err ? fi_strerror(c.err) : "not there");
+	/* B moves key 77 to another buffer, then tells A. */
+	fi_close(&m1->fid);
+	m1 = NULL;
+	ok = !fi_mr_reg(b->domain, two, sizeof(two), FI_REMOTE_WRITE |
+			FI_REMOTE_READ, 0, 77, 0, &m2, NULL) &&
+	     (!(b->info->domain_attr->mr_mode & FI_MR_ENDPOINT) ||
+	      (!fi_mr_bind(m2, &b->ep->fid, 0) && !fi_mr_enable(m2))) &&
+	     !fi_recv(a->ep, got, sizeof(got), NULL, FI_ADDR_UNSPEC, got) &&
+	     !POST(fi_send(b->ep, msg, sizeof(msg), NULL, b->peer[0], msg)) &&
+	     !wait_comp(a, &c, WAIT_MS) && !c.err && !wait_comp(b, &c, WAIT_MS);
+	memset(one, 0, sizeof(one));
+	ok = ok && !POST(fi_write(a->ep, "again!!", 8, NULL, a->peer[1], 200, 77,
+				  &c)) &&
+	     !wait_comp(a, &c, WAIT_MS) && !c.err &&
+	     !memcmp(two + 200, "again!!", 8) && one[200] == 0;
+	IBFT_CHECK(ok, "rma-reqkey-moved", "after B registered another buffer "
+		   "under key 77 and said so, A's write went %s",
+		   c.err ? fi_strerror(c.err) : one[200] ? "to the old buffer" :
+		   "nowhere");
+	memcpy(two + 8, &v, sizeof(v));
+	ok = !POST(fi_fetch_atomic(a->ep, &addend, 1, NULL, &old, NULL,
+				   a->peer[1], 8, 77, FI_UINT64, FI_SUM, &c)) &&
+	     !wait_comp(a, &c, WAIT_MS) && !c.err && old == 5 &&
+	     !memcmp(two + 8, &(uint64_t){ 8 }, 8);
+	IBFT_CHECK(ok, "rma-reqkey-atomic", "a fetch-add at offset 8 of key 77: "
+		   "old %llu (5), %s", (unsigned long long)old,
+		   c.err ? fi_strerror(c.err) : "");
+out:
+	if (m1)
+		fi_close(&m1->fid);
+	if (m2)
+		fi_close(&m2->fid);
 	close_all();
 }
 
@@ -684,6 +787,7 @@ static int deny_userfaultfd(void)
 int main(int argc, char **argv)
 {
 	ibft_parse(argc, argv, "-s ADDR_A [-d ADDR_B]");
+	reqkey = getenv("IBFT_MR_REQKEY") != NULL;
 	if (getenv("IBFT_NO_UFFD") && deny_userfaultfd()) {
 		fprintf(stderr, "ibft_rdm_rma: cannot deny userfaultfd: %s\n",
 			strerror(errno));
@@ -733,5 +837,7 @@ int main(int argc, char **argv)
 	test_rma_event(FI_MSG | FI_RMA | FI_RMA_EVENT, "rma-event");
 	test_rma_event(FI_MSG | FI_RMA, "rma-event-initiator-without-cap");
 	test_no_rma_caps();
+	if (reqkey)
+		test_reqkey();
 	return ibft_finish();
 }

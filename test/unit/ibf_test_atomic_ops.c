@@ -30,6 +30,8 @@ static void setup(void)
 	vmr.length = sizeof(target);
 	vmr.rkey = 0x1234;
 	mr.mr = &vmr;
+	mr.key = vmr.rkey;	/* the device's keys, virtual addresses */
+	mr.base = 0;
 	mr.magic = IBF_MR_MAGIC;
 	mr.ibv_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	for (i = 0; i < IBF_MR_BUCKETS; i++)

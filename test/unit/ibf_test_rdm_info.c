@@ -184,10 +184,6 @@ Test(rdm, refusals_name_the_hint)
 {
 	struct fi_info *h = ompi_hints();
 
-	h->caps |= FI_RMA;	/* with mr_mode 0: no keys to give out */
-	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
-	cr_assert(strstr(why, "FI_MR_PROV_KEY"), "%s", why);
-	h->caps &= ~FI_RMA;
 	h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), -FI_ENODATA);
 	h->ep_attr->rx_ctx_cnt = 0;
@@ -337,8 +333,9 @@ Test(rdm, rma_event_only_when_asked)
 	fi_freeinfo(h);
 }
 
-/* Caps left open and no keys in mr_mode: messaging, mr_mode 0. */
-Test(rdm, open_caps_without_keys_leave_rma_out)
+/* Caps left open and no keys in mr_mode: RMA with keys the application
+ * chooses and offsets (mr_mode without PROV_KEY and VIRT_ADDR). */
+Test(rdm, open_caps_without_keys_get_requested_keys)
 {
 	struct fi_info *h = fi_allocinfo();
 
@@ -347,11 +344,56 @@ Test(rdm, open_caps_without_keys_leave_rma_out)
 	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
 	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
 	cr_assert_eq(tmpl->domain_attr->mr_mode, 0);
-	cr_assert_eq(tmpl->caps & (FI_RMA | FI_READ | FI_WRITE |
-				   FI_REMOTE_READ | FI_REMOTE_WRITE), 0);
-	cr_assert_eq(tmpl->tx_attr->caps & FI_RMA, 0);
-	cr_assert_eq(tmpl->tx_attr->rma_iov_limit, 0);
+	cr_assert(tmpl->caps & FI_RMA);
 	cr_assert(tmpl->caps & FI_TAGGED);
+	fi_freeinfo(h);
+}
+
+/* MPICH's first hints: RMA and atomics with FI_MR_ENDPOINT alone. */
+Test(rdm, endpoint_only_mr_mode_gets_requested_keys)
+{
+	struct fi_info *h = ompi_hints();
+
+	h->caps |= FI_RMA | FI_ATOMIC;
+	h->domain_attr->mr_mode = FI_MR_ENDPOINT;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, 0);
+	cr_assert(tmpl->caps & FI_RMA && tmpl->caps & FI_ATOMIC);
+	fi_freeinfo(h);
+}
+
+/* Both allowed: the device's keys and virtual addresses win (no round
+ * trip to learn a key); FI_MR_SCALABLE is requested keys by name. */
+Test(rdm, device_keys_preferred_scalable_taken)
+{
+	struct fi_info *h = ompi_hints();
+
+	h->caps |= FI_RMA;
+	h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				  FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	cr_assert_eq(tmpl->domain_attr->mr_mode,
+		     FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+	fi_freeinfo(tmpl);
+	setup();
+	/* FI_IBFAB_RDM_REQUESTED_KEYS: the application's keys all the same. */
+	ibf_params.rdm_requested_keys = 1;
+	cr_assert_eq(match(h, FI_VERSION(1, 17)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 17), h);
+	ibf_params.rdm_requested_keys = 0;
+	cr_assert_eq(tmpl->domain_attr->mr_mode, FI_MR_ALLOCATED);
+	fi_freeinfo(h);
+	fi_freeinfo(tmpl);
+	setup();
+	h = ompi_hints();
+	h->caps |= FI_RMA;
+	h->domain_attr->mr_mode = FI_MR_SCALABLE;
+	cr_assert_eq(match(h, FI_VERSION(1, 4)), 0, "refused: %s", why);
+	ibf_info_narrow(tmpl, FI_VERSION(1, 4), h);
+	cr_assert_eq(tmpl->domain_attr->mr_mode, FI_MR_SCALABLE);
+	cr_assert(tmpl->caps & FI_RMA);
 	fi_freeinfo(h);
 }
 

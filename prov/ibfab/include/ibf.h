@@ -64,6 +64,8 @@ struct ibf_params {
 	char *iface;		/* NULL: every interface */
 	char *device;		/* NULL: every device; else names, commas between */
 	int link_local;		/* list IPv6 link-local addresses too */
+	int rdm_requested_keys;	/* RDM: requested keys even if hints allow
+				 * the device's */
 	int cm_timeout_ms;
 	int min_rnr_timer;	/* IB encoding, 1..31 */
 	size_t eager_size;	/* RDM rendezvous threshold; tagged mode's limit */
@@ -244,6 +246,15 @@ struct ibf_domain {
 	/* Its MRs by key, for requests a peer's bytes name (atomics). */
 	pthread_mutex_t mr_lock;
 	struct ibf_mr *mr_bucket[IBF_MR_BUCKETS];
+	/*
+	 * Requested keys and offsets (an RDM domain with RMA whose mr_mode
+	 * has neither FI_MR_PROV_KEY nor FI_MR_VIRT_ADDR): a region's key is
+	 * the one the application asked for, and peers address it from its
+	 * start; they learn its device key from us (ibf_mr_key_lookup).
+	 * key_gen changes when such a region that a peer may know closes.
+	 */
+	int req_keys;
+	uint32_t key_gen;
 	/* ibfab's own registrations of application memory (mr_lock to open):
 	 * NULL until first needed, or if the kernel cannot watch memory. */
 	struct ibf_mr_cache *mr_cache;
@@ -281,6 +292,11 @@ struct ibf_mr {
 	struct ibf_domain *domain;
 	struct ibv_mr *mr;
 	int ibv_access;		/* what it was registered with */
+	uint64_t key;		/* what peers name it by: the rkey, or the
+				 * requested key (dom->req_keys) */
+	uint64_t base;		/* the address peers' address 0 is: 0, or its
+				 * start (dom->req_keys: offsets) */
+	int told;		/* a peer has looked its key up */
 	struct ibf_mr *key_next;	/* in its domain's bucket (mr_lock) */
 	/* fi_mr_bind'ed counters: remote writes [0] and reads [1] (FI_RMA_EVENT) */
 	struct ibf_cntr *cntr[2];
@@ -297,6 +313,23 @@ extern struct fi_ops_mr ibf_mr_ops;
  */
 struct ibf_mr *ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key,
 				  uint64_t addr, size_t len, int ibv_access);
+/* The address a peer's (key, addr) names in region mr: addr, or an offset
+ * from its start (dom->req_keys). */
+static inline void *ibf_mr_target_addr(const struct ibf_mr *mr, uint64_t addr)
+{
+	return (void *)(uintptr_t)(mr->base + addr);
+}
+/* What a peer needs to reach the region keyed key with RDMA (requested
+ * keys): its start, length, device key and IBV_ACCESS_REMOTE_* rights.
+ * 0, or -FI_ENOKEY if dom has no such region. */
+struct ibf_mr_key_info {
+	uint64_t base;
+	uint64_t len;
+	uint32_t rkey;
+	uint32_t access;
+};
+int ibf_mr_key_lookup(struct ibf_domain *dom, uint64_t key,
+		      struct ibf_mr_key_info *out);
 void ibf_mr_target_release(struct ibf_domain *dom);
 /* A peer wrote (read 0) or read (1) [addr, addr + len) of the region of
  * dom keyed key: its bound counter counts (FI_RMA_EVENT), if the key

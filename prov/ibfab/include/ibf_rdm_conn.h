@@ -32,6 +32,9 @@
 
 #include "ibf_rdm_op.h"
 
+/* Requested keys of one peer remembered: most applications use a few. */
+#define IBF_RDM_KEY_CACHE 8
+
 /*
  * The one way up: what the connection and operation layers tell the layer
  * above them.  The endpoint sets ep->up at open; each is called with
@@ -124,6 +127,18 @@ struct ibf_rdm_conn {
 	 * here (its QP, sequence, length), which its notice must match.
 	 */
 	uint32_t wimm_sent;
+	/*
+	 * Requested keys (ibf_rdm_rma.c; ep->lock): the peer's regions we
+	 * learned, each for the life it was told in, forgotten when the
+	 * peer's key generation changes; round robin.
+	 */
+	struct ibf_rdm_key_map {
+		uint64_t key, base, len;
+		uint32_t rkey, access, life;
+		int valid;
+	} keys[IBF_RDM_KEY_CACHE];
+	int key_next;
+	uint16_t peer_key_gen;
 	struct {
 		uint32_t qp_num, seq;
 		uint64_t len;

@@ -45,6 +45,8 @@ enum ibf_rdm_op_state {
 	IBF_RDM_BOUNCE_CLAIMED,	/* holds a message an FI_PEEK | FI_CLAIM took
 				 * out of the unexpected queue for a claim */
 	IBF_RDM_GRANT,		/* a connection's credit grant, in flight */
+	IBF_RDM_TX_KEYQ,	/* an RMA asking its target for a requested
+				 * key's region, or waiting to go once told */
 };
 
 /* What a send op posts (ibf_rdm_rma.c builds the RMA ones). */
@@ -53,6 +55,7 @@ enum ibf_rdm_wr_kind {
 	IBF_RDM_WR_WRITE,
 	IBF_RDM_WR_WRITE_DATA,	/* a write, then a WDATA header */
 	IBF_RDM_WR_READ,
+	IBF_RDM_WR_KEYQ,	/* a KEYQ: header, then ibf_rdm_keyq at note_off */
 };
 
 struct ibf_rdm_op {
@@ -128,6 +131,14 @@ struct ibf_rdm_op {
 	size_t part_len;
 	uint64_t rma_addr;
 	uint32_t rma_key;
+	/* Requested keys (ibf_domain.req_keys): the application's key and
+	 * offset, the RMA's kind and data, kept while its KEYQ is out;
+	 * key_ready: the answer is in, the RMA waits for a slot. */
+	uint64_t rma_app_key;
+	uint64_t rma_app_addr;
+	uint64_t rma_data;
+	int rma_kind;
+	int key_ready;
 };
 
 static inline struct ibf_rdm_op *ibf_rdm_op_of(struct ibf_mq_entry *e)

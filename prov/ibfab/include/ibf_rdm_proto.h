@@ -99,6 +99,16 @@ void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc);
 /* The next parts of an RMA in parts go on (a slot came back, or its
  * connection ended: then it fails). */
 void ibf_rdm_rma_more(struct ibf_rdm_op *op);
+/* Requested keys: an RMA's KEYQ went (or failed); one waiting for a slot
+ * once told tries again; a KEYQ or KEYR came in bounce b; the peer's key
+ * generation is now gen (what we learned of its keys is forgotten). */
+void ibf_rdm_keyq_sent(struct ibf_rdm_op *op, int err);
+void ibf_rdm_keyq_resume(struct ibf_rdm_op *op);
+void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+		     uint32_t byte_len);
+void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+		     uint32_t byte_len);
+void ibf_rdm_keys_forget(struct ibf_rdm_conn *conn, uint16_t gen);
 /* A peer's RDMA WRITE WITH IMMEDIATE (bounce b, empty) landed: its
  * notice is due next on the same QP. */
 void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,

@@ -24,11 +24,14 @@
  *          count operands, then count compare values)
  *   ATOMIC_RESP  its answer (the same struct, status set, then the old
  *          values if it fetched)
+ *   KEYQ   struct ibf_rdm_keyq: which region has this requested key (an
+ *          initiator's first RMA with it to this peer, in this life)
+ *   KEYR   struct ibf_rdm_keyr: its answer, from the bounce KEYQ came in
  * The connection layer (ibf_rdm_conn.h) sends PINGs, credit grants and the
  * private data of rdma_cm requests; the protocol layer (ibf_rdm_proto.h)
  * everything else.
  *
- * Flow control.  EAGER, RTS, ATOMIC and WDATA are requests: each may hold
+ * Flow control.  EAGER, RTS, ATOMIC, KEYQ and WDATA are requests: each may hold
  * one of the receiver's eager buffers until the application takes it, so
  * a peer sends one only with a credit.  A connection starts with the
  * window the receiver put in its private data; the receiver grants
@@ -57,7 +60,8 @@ struct ibf_name {
 
 enum {
 	IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING, IBF_RDM_WDATA,
-	IBF_RDM_ATOMIC, IBF_RDM_ATOMIC_RESP, IBF_RDM_RDONE
+	IBF_RDM_ATOMIC, IBF_RDM_ATOMIC_RESP, IBF_RDM_RDONE, IBF_RDM_KEYQ,
+	IBF_RDM_KEYR
 };
 #define IBF_RDM_F_TAGGED 1
 #define IBF_RDM_F_DATA 2
@@ -69,7 +73,10 @@ struct ibf_rdm_hdr {
 				 * the QP the message came in on */
 	uint8_t type;
 	uint8_t flags;
-	uint16_t rsvd;
+	/* The sender's domain's key generation (requested keys): when it
+	 * changes, a region whose device key the receiver learned has
+	 * closed, so the receiver forgets what it learned from the sender. */
+	uint16_t key_gen;
 };
 #define IBF_RDM_HDR sizeof(struct ibf_rdm_hdr)
 
@@ -97,6 +104,21 @@ struct ibf_rdm_rma_note {
 struct ibf_rdm_fin {
 	uint32_t cookie;
 	int32_t status;		/* 0, or -FI_E* the reader met */
+};
+/* A requested key's region, asked for (KEYQ) and told (KEYR). */
+struct ibf_rdm_keyq {
+	uint64_t key;
+	uint32_t cookie;	/* the asker's op, echoed */
+	uint32_t rsvd;
+};
+struct ibf_rdm_keyr {
+	uint64_t key;
+	uint64_t base;		/* where its offset 0 is */
+	uint64_t len;
+	uint32_t cookie;
+	uint32_t rkey;
+	uint32_t access;	/* IBV_ACCESS_REMOTE_READ | _WRITE it grants */
+	int32_t status;		/* 0, or -FI_ENOKEY */
 };
 
 /* Private data of a connect request and its accept. */

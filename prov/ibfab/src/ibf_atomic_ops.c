@@ -129,25 +129,35 @@ static int ibf_atomic_rights(enum fi_op op, enum ibf_atomic_kind kind)
 }
 
 /* The request's fields and length against themselves and dom: 0 with
- * the target region held (ibf_mr_target_hold), or why not. */
+ * the target region held (ibf_mr_target_hold) and the address it names in
+ * *at, or why not. */
 static int ibf_atomic_req_check(struct ibf_domain *dom,
 				const struct ibf_atomic_req *req, size_t len,
-				size_t eager_size)
+				size_t eager_size, void **at)
 {
 	enum fi_datatype dt = (enum fi_datatype)req->datatype;
 	enum fi_op op = (enum fi_op)req->op;
 	enum ibf_atomic_kind kind = (enum ibf_atomic_kind)req->kind;
 	size_t size = ibf_atomic_size(dt), n = req->count, nopnd, ncmp;
+	struct ibf_mr *mr;
 
 	if (req->kind > IBF_ATOMIC_COMPARE || !ibf_atomic_valid(dt, op, kind))
 		return -FI_EOPNOTSUPP;
 	nopnd = op == FI_ATOMIC_READ ? 0 : n;
 	ncmp = kind == IBF_ATOMIC_COMPARE ? n : 0;
 	if (!n || n * size > ibf_atomic_room(eager_size, kind) ||
-	    len != sizeof(*req) + (nopnd + ncmp) * size || req->addr % size)
+	    len != sizeof(*req) + (nopnd + ncmp) * size)
 		return -FI_EINVAL;
-	return ibf_mr_target_hold(dom, req->key, req->addr, n * size,
-				  ibf_atomic_rights(op, kind)) ? 0 : -FI_EACCES;
+	mr = ibf_mr_target_hold(dom, req->key, req->addr, n * size,
+				ibf_atomic_rights(op, kind));
+	if (!mr)
+		return -FI_EACCES;
+	*at = ibf_mr_target_addr(mr, req->addr);
+	if ((uintptr_t)*at % size) {
+		ibf_mr_target_release(dom);
+		return -FI_EINVAL;
+	}
+	return 0;
 }
 
 size_t ibf_atomic_serve(struct ibf_domain *dom, void *wire, size_t len,
@@ -158,9 +168,10 @@ size_t ibf_atomic_serve(struct ibf_domain *dom, void *wire, size_t len,
 	enum fi_datatype dt = (enum fi_datatype)req->datatype;
 	enum fi_op op = (enum fi_op)req->op;
 	size_t size, n = req->count;
+	void *at = NULL;
 	int ret;
 
-	ret = ibf_atomic_req_check(dom, req, len, eager_size);
+	ret = ibf_atomic_req_check(dom, req, len, eager_size, &at);
 	req->status = ret;
 	if (ret) {
 		char op[IBF_ENUM_STR], dt[IBF_ENUM_STR];
@@ -180,7 +191,7 @@ size_t ibf_atomic_serve(struct ibf_domain *dom, void *wire, size_t len,
 	 * The old values overwrite the operands, element by element, each
 	 * after its operand is read; compare values lie beyond them.
 	 */
-	ibf_atomic_apply(dt, op, (void *)(uintptr_t)req->addr,
+	ibf_atomic_apply(dt, op, at,
 			 op == FI_ATOMIC_READ ? NULL : opnd,
 			 req->kind == IBF_ATOMIC_COMPARE ? opnd + n * size : NULL,
 			 req->kind == IBF_ATOMIC_PLAIN ? NULL : opnd, n);

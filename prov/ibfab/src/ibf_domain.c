@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ibf_abi.h"
 #include "ibf_atomic_ops.h"
 #include "ibf_mr_cache.h"
 #include "ibf_rdm.h"
@@ -173,6 +174,27 @@ static struct fi_ops_domain ibf_domain_ops = {
 	.endpoint2 = NULL,
 };
 
+/*
+ * Whether info asks for requested keys and offsets: RDM with RMA or
+ * atomics, and an mr_mode with neither FI_MR_PROV_KEY nor FI_MR_VIRT_ADDR
+ * (FI_MR_SCALABLE; not FI_MR_BASIC, nor 0 before 1.5, which is basic).
+ */
+static int ibf_domain_req_keys(const struct ibf_fabric *fab,
+			       const struct fi_info *info)
+{
+	int mode = info->domain_attr->mr_mode;
+
+	if (!info->ep_attr || info->ep_attr->type != FI_EP_RDM ||
+	    !(info->caps & (FI_RMA | FI_ATOMIC)))
+		return 0;
+	if (mode == IBF_MR_SCALABLE)
+		return 1;
+	if (mode == IBF_MR_BASIC ||
+	    (mode == IBF_MR_UNSPEC && !ibf_api_ge(fab->api_version, 1, 5)))
+		return 0;
+	return !(mode & (FI_MR_PROV_KEY | FI_MR_VIRT_ADDR));
+}
+
 int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		    struct fid_domain **domain, void *context)
 {
@@ -213,6 +235,7 @@ int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		goto err;
 	}
 	dom->fabric = fab;
+	dom->req_keys = ibf_domain_req_keys(fab, info);
 	pthread_mutex_init(&dom->mr_lock, NULL);
 	pthread_mutex_init(&dom->event_lock, NULL);
 	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;

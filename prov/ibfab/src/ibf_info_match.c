@@ -227,38 +227,37 @@ static int ibf_match_mr_mode(uint32_t version, const struct fi_info *hints,
 	return 0;
 }
 
-/* Whether hints' mr_mode lets RDM endpoints expose memory to peers. */
-static int ibf_rdm_mr_mode_rma_ok(uint32_t version, const struct fi_info *hints)
+/*
+ * RDM takes any mr_mode: local buffers never need registering, and remote
+ * ones are named by the device's keys and virtual addresses when the
+ * application takes both, else by keys it chooses and offsets
+ * (ibf_rdm_mr_mode).
+ */
+static int ibf_rdm_prov_keys_ok(uint32_t version, const struct fi_info *hints)
 {
 	int mr_mode;
 
 	if (!hints->domain_attr || ibf_hints_mr_basic(version, hints))
 		return 1;	/* FI_MR_BASIC is virtual addresses, device keys */
 	mr_mode = hints->domain_attr->mr_mode;
-	return ibf_bits_subset(IBF_RDM_RMA_MR_MODE, (uint64_t)mr_mode);
+	return mr_mode != IBF_MR_SCALABLE &&
+	       ibf_bits_subset(IBF_RDM_RMA_MR_MODE, (uint64_t)mr_mode);
 }
 
-/*
- * RDM: local buffers never need registering, so any mr_mode does for
- * messages; RMA asked for explicitly needs the application to use the
- * device's keys and virtual addresses (without them, RMA is left out of
- * the answer instead: ibf_narrow_rdm).
- */
-static int ibf_match_rdm_mr_mode(uint32_t version, const struct fi_info *hints,
-				 char *why, size_t why_len)
+/* The mr_mode of an RDM answer with RMA or atomics, in the caller's
+ * dialect: the device's keys and virtual addresses when the hints allow
+ * them, else requested keys and offsets (FI_MR_ALLOCATED if allowed). */
+static int ibf_rdm_mr_mode(uint32_t version, const struct fi_info *hints)
 {
-	if (hints->domain_attr->mr_mode == IBF_MR_SCALABLE &&
-	    (hints->caps & IBF_RDM_RMA_CAPS))
-		return ibf_nomatch(why, why_len, "mr_mode FI_MR_SCALABLE with RMA: "
-			    "verbs keys are chosen by the device; ask for "
-			    "FI_MR_PROV_KEY");
-	if ((hints->caps & IBF_RDM_RMA_CAPS) &&
-	    !ibf_rdm_mr_mode_rma_ok(version, hints))
-		return ibf_nomatch(why, why_len, "mr_mode %#x with RMA lacks "
-			    "FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY: "
-			    "ibfab's remote keys and addresses are the device's",
-			    hints->domain_attr->mr_mode);
-	return 0;
+	int mr_mode = hints->domain_attr->mr_mode;
+
+	if (ibf_hints_mr_basic(version, hints))
+		return IBF_MR_BASIC;
+	if (mr_mode == IBF_MR_SCALABLE)
+		return IBF_MR_SCALABLE;
+	if (ibf_rdm_prov_keys_ok(version, hints) && !ibf_params.rdm_requested_keys)
+		return IBF_RDM_RMA_MR_MODE;
+	return mr_mode & FI_MR_ALLOCATED;
 }
 
 static int ibf_match_ep(const struct fi_info *tmpl, const struct fi_ep_attr *h,
@@ -317,7 +316,7 @@ static int ibf_match_domain(const struct fi_info *tmpl, uint32_t version,
 	if (h->auth_key_size)
 		return ibf_nomatch(why, why_len, "auth_key: not supported");
 	if (ibf_is_rdm(tmpl))
-		return ibf_match_rdm_mr_mode(version, hints, why, why_len);
+		return 0;	/* any: ibf_rdm_mr_mode */
 	return ibf_match_mr_mode(version, hints, why, why_len);
 }
 
@@ -540,22 +539,14 @@ static int ibf_narrow_rdm(struct fi_info *info, uint32_t version,
 	if (!hd)
 		return 0;
 	ibf_narrow_domain(info, hd);
-	/* RMA not asked for, and the application cannot take the keys it
-	 * needs: messaging alone. */
-	if (!ibf_rdm_mr_mode_rma_ok(version, hints)) {
-		info->caps &= ~IBF_RDM_RMA_CAPS;
-		info->tx_attr->caps &= ~IBF_RDM_RMA_CAPS;
-		info->rx_attr->caps &= ~IBF_RDM_RMA_CAPS;
-		info->tx_attr->rma_iov_limit = 0;
-	}
 	/* Local registration is never needed; say so in the caller's
 	 * dialect. */
-	if (ibf_hints_mr_basic(version, hints))
+	if (info->caps & IBF_RDM_RMA_CAPS)
+		info->domain_attr->mr_mode = ibf_rdm_mr_mode(version, hints);
+	else if (ibf_hints_mr_basic(version, hints))
 		info->domain_attr->mr_mode = IBF_MR_BASIC;
 	else if (hd->mr_mode == IBF_MR_SCALABLE)
 		info->domain_attr->mr_mode = IBF_MR_SCALABLE;
-	else if (info->caps & IBF_RDM_RMA_CAPS)
-		info->domain_attr->mr_mode = IBF_RDM_RMA_MR_MODE;
 	else
 		info->domain_attr->mr_mode = 0;
 	return 0;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Memory regions.  desc is the ibf_mr itself (the data path reads its lkey);
- * the key is the rkey.  Remote rights are granted only when asked for.
+ * the key is the rkey, or the application's requested key (dom->req_keys,
+ * with addresses that are offsets into the region).  Remote rights are
+ * granted only when asked for.
  */
 #include "config.h"
 
@@ -43,30 +45,6 @@ static struct ibf_mr **ibf_mr_slot(struct ibf_domain *dom, uint32_t key)
 	return &dom->mr_bucket[(key * 2654435761u) >> (32 - IBF_MR_BUCKET_BITS)];
 }
 
-static void ibf_mr_key_add(struct ibf_domain *dom, struct ibf_mr *mr)
-{
-	struct ibf_mr **slot = ibf_mr_slot(dom, mr->mr->rkey);
-
-	pthread_mutex_lock(&dom->mr_lock);
-	mr->key_next = *slot;
-	*slot = mr;
-	pthread_mutex_unlock(&dom->mr_lock);
-}
-
-static void ibf_mr_key_del(struct ibf_domain *dom, struct ibf_mr *mr)
-{
-	struct ibf_mr **p;
-
-	pthread_mutex_lock(&dom->mr_lock);
-	for (p = ibf_mr_slot(dom, mr->mr->rkey); *p; p = &(*p)->key_next) {
-		if (*p == mr) {
-			*p = mr->key_next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&dom->mr_lock);
-}
-
 /* The region of dom keyed key (a peer's bytes), or NULL; mr_lock held. */
 static struct ibf_mr *ibf_mr_by_key(struct ibf_domain *dom, uint64_t key)
 {
@@ -75,9 +53,63 @@ static struct ibf_mr *ibf_mr_by_key(struct ibf_domain *dom, uint64_t key)
 	if (key > UINT32_MAX)
 		return NULL;
 	for (mr = *ibf_mr_slot(dom, (uint32_t)key); mr; mr = mr->key_next)
-		if (mr->mr->rkey == key)
+		if (mr->key == key)
 			return mr;
 	return NULL;
+}
+
+/* Enter mr under its key: -FI_ENOKEY if a requested key is taken. */
+static int ibf_mr_key_add(struct ibf_domain *dom, struct ibf_mr *mr)
+{
+	struct ibf_mr **slot = ibf_mr_slot(dom, (uint32_t)mr->key);
+	int ret = 0;
+
+	pthread_mutex_lock(&dom->mr_lock);
+	if (dom->req_keys && ibf_mr_by_key(dom, mr->key)) {
+		ret = -FI_ENOKEY;
+	} else {
+		mr->key_next = *slot;
+		*slot = mr;
+	}
+	pthread_mutex_unlock(&dom->mr_lock);
+	return ret;
+}
+
+static void ibf_mr_key_del(struct ibf_domain *dom, struct ibf_mr *mr)
+{
+	struct ibf_mr **p;
+
+	pthread_mutex_lock(&dom->mr_lock);
+	for (p = ibf_mr_slot(dom, (uint32_t)mr->key); *p; p = &(*p)->key_next) {
+		if (*p == mr) {
+			*p = mr->key_next;
+			break;
+		}
+	}
+	/* Peers that learned its device key forget it before they hear
+	 * anything more from us (ibf_rdm_hdr.key_gen). */
+	if (mr->told)
+		__atomic_add_fetch(&dom->key_gen, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&dom->mr_lock);
+}
+
+int ibf_mr_key_lookup(struct ibf_domain *dom, uint64_t key,
+		      struct ibf_mr_key_info *out)
+{
+	struct ibf_mr *mr;
+
+	pthread_mutex_lock(&dom->mr_lock);
+	mr = ibf_mr_by_key(dom, key);
+	if (mr) {
+		mr->told = 1;
+		out->base = (uintptr_t)mr->mr->addr;
+		out->len = mr->mr->length;
+		out->rkey = mr->mr->rkey;
+		out->access = (uint32_t)mr->ibv_access &
+			      (IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	}
+	pthread_mutex_unlock(&dom->mr_lock);
+	return mr ? 0 : -FI_ENOKEY;
 }
 
 struct ibf_mr *ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key,
@@ -91,6 +123,7 @@ struct ibf_mr *ibf_mr_target_hold(struct ibf_domain *dom, uint64_t key,
 	if (mr) {
 		start = (uintptr_t)mr->mr->addr;
 		end = start + mr->mr->length;
+		addr += mr->base;	/* an offset: from its start */
 		if (addr >= start && addr + len <= end && addr + len >= addr &&
 		    (mr->ibv_access & ibv_access) == ibv_access)
 			return mr;	/* held until ibf_mr_target_release */
@@ -302,8 +335,8 @@ static void ibf_mr_warn_pin(const void *buf, size_t len, int err)
 }
 
 static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
-			  uint64_t access, uint64_t flags, void *context,
-			  struct fid_mr **mr_fid)
+			  uint64_t access, uint64_t requested_key,
+			  uint64_t flags, void *context, struct fid_mr **mr_fid)
 {
 	struct ibf_mr *mr;
 	int ret;
@@ -322,6 +355,12 @@ static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
 		IBF_WARN(FI_LOG_MR, "fi_mr_reg: access %#llx not supported\n",
 			 (unsigned long long)access);
 		return -FI_EINVAL;
+	}
+	if (dom->req_keys && requested_key > UINT32_MAX) {
+		IBF_WARN(FI_LOG_MR, "fi_mr_reg: requested_key %#llx: keys are "
+			 "at most 4 bytes (mr_key_size)\n",
+			 (unsigned long long)requested_key);
+		return -FI_EKEYREJECTED;
 	}
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
@@ -342,8 +381,17 @@ static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
 	mr->mr_fid.fid.context = context;
 	mr->mr_fid.fid.ops = &ibf_mr_fi_ops;
 	mr->mr_fid.mem_desc = mr;
-	mr->mr_fid.key = mr->mr->rkey;
-	ibf_mr_key_add(dom, mr);
+	mr->key = dom->req_keys ? requested_key : mr->mr->rkey;
+	mr->base = dom->req_keys ? (uintptr_t)buf : 0;
+	mr->mr_fid.key = mr->key;
+	ret = ibf_mr_key_add(dom, mr);
+	if (ret) {
+		IBF_WARN(FI_LOG_MR, "fi_mr_reg: requested_key %#llx is in use "
+			 "in this domain\n", (unsigned long long)requested_key);
+		ibv_dereg_mr(mr->mr);
+		free(mr);
+		return ret;
+	}
 	ibf_ref_get(&dom->ref);
 	*mr_fid = &mr->mr_fid;
 	return 0;
@@ -366,7 +414,8 @@ static int ibf_mr_reg(struct fid *fid, const void *buf, size_t len,
 
 	if (!dom)
 		return -FI_EINVAL;
-	return ibf_mr_reg_one(dom, buf, len, access, flags, context, mr);
+	return ibf_mr_reg_one(dom, buf, len, access, requested_key, flags,
+			      context, mr);
 }
 
 static int ibf_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
@@ -383,7 +432,8 @@ static int ibf_mr_regv(struct fid *fid, const struct iovec *iov, size_t count,
 		return -FI_EINVAL;
 	}
 	return ibf_mr_reg_one(dom, count ? iov->iov_base : NULL,
-			      count ? iov->iov_len : 0, access, flags, context, mr);
+			      count ? iov->iov_len : 0, access, requested_key,
+			      flags, context, mr);
 }
 
 static int ibf_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr,

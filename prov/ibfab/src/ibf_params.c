@@ -103,6 +103,12 @@ void ibf_params_define(void)
 	fi_param_define(&ibf_prov, "cm_timeout", FI_PARAM_INT,
 			"Address and route resolution timeout in milliseconds "
 			"(default: 2000)");
+	fi_param_define(&ibf_prov, "rdm_requested_keys", FI_PARAM_BOOL,
+			"RDM with RMA or atomics: keys the application chooses "
+			"and addresses from a region's start even when the hints "
+			"also allow FI_MR_PROV_KEY | FI_MR_VIRT_ADDR (for programs "
+			"that ask for both yet assume requested keys) (default: "
+			"no, only when the hints allow neither)");
 	fi_param_define(&ibf_prov, "min_rnr_timer", FI_PARAM_INT,
 			"How long a peer waits before resending to an endpoint "
 			"with no receive posted, in the IB encoding: 1 (0.01 ms) "
@@ -137,6 +143,8 @@ void ibf_params_load(void)
 		ibf_params.iface = s;
 	if (!fi_param_get_str(&ibf_prov, "device", &s) && s && *s)
 		ibf_params.device = s;
+	if (!fi_param_get_bool(&ibf_prov, "rdm_requested_keys", &iv))
+		ibf_params.rdm_requested_keys = iv;
 	if (!fi_param_get_bool(&ibf_prov, "link_local", &iv))
 		ibf_params.link_local = !!iv;
 	if (!fi_param_get_int(&ibf_prov, "cm_timeout", &iv)) {

@@ -302,6 +302,9 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 	conn->owed = 0;
 	conn->wimm_sent = 0;
 	memset(&conn->wimm_seen, 0, sizeof(conn->wimm_seen));
+	memset(conn->keys, 0, sizeof(conn->keys));
+	conn->key_next = 0;
+	conn->peer_key_gen = 0;
 	/*
 	 * Key 1: our own name (both halves of a connection to ourselves);
 	 * others by record and use of the record, so that a reused record
@@ -623,6 +626,16 @@ int ibf_rdm_post_wr(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	return 0;
 }
 
+/* What every header we send says of us: the receiver's index of the
+ * connection, and our domain's key generation. */
+static void ibf_rdm_hdr_address(const struct ibf_rdm_conn *conn,
+				struct ibf_rdm_hdr *hdr)
+{
+	hdr->conn = conn->remote;
+	hdr->key_gen = (uint16_t)__atomic_load_n(&conn->ep->domain->key_gen,
+						 __ATOMIC_ACQUIRE);
+}
+
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_sge *sge, int nsge, int inl)
 {
@@ -632,7 +645,7 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	wr.num_sge = nsge;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
-	((struct ibf_rdm_hdr *)op->mem)->conn = conn->remote;
+	ibf_rdm_hdr_address(conn, (struct ibf_rdm_hdr *)op->mem);
 	return ibf_rdm_post_wr(conn, op, &wr);
 }
 
@@ -678,7 +691,7 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		struct ibf_rdm_hdr *hdr = (void *)op->mem;
 		struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
 
-		hdr->conn = conn->remote;
+		ibf_rdm_hdr_address(conn, hdr);
 		note->last = op->part_len;
 		if (op->wr_kind != IBF_RDM_WR_READ) {
 			/* The target sees this write (its immediate) and takes
@@ -748,13 +761,29 @@ static void ibf_rdm_rma_notify_set(const struct ibf_rdm_conn *conn,
 			 __atomic_load_n(&conn->peer_rma_event, __ATOMIC_RELAXED);
 }
 
-/* Whether op is a request (ibf_rdm_wire.h): a message or an atomic, or a
- * write with a notice behind it; each takes a credit of the peer's (an
- * RMA in parts at its first post). */
+/* Whether op is a request (ibf_rdm_wire.h): a message, an atomic or a
+ * KEYQ, or a write with a notice behind it; each takes a credit of the
+ * peer's (an RMA in parts at its first post). */
 static int ibf_rdm_is_request(const struct ibf_rdm_op *op)
 {
-	return op->wr_kind == IBF_RDM_WR_SEND ||
+	return op->wr_kind == IBF_RDM_WR_SEND || op->wr_kind == IBF_RDM_WR_KEYQ ||
 	       (op->rma_notify && op->wr_kind != IBF_RDM_WR_READ);
+}
+
+/* A KEYQ: its header, and its question where an RMA's note goes. */
+static int ibf_rdm_post_keyq(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibv_sge sge[2] = {
+		{ (uintptr_t)op->mem, IBF_RDM_HDR, op->mem_lkey },
+		{ (uintptr_t)op->mem + ep->note_off,
+		  sizeof(struct ibf_rdm_keyq), op->mem_lkey },
+	};
+
+	op->epoch = ibf_rdm_conn_epoch(conn);
+	op->state = op->tx_state;
+	return ibf_rdm_post_send(conn, op, sge, 2, IBF_RDM_HDR +
+				 sizeof(struct ibf_rdm_keyq) <= ep->max_inline);
 }
 
 /* A send built whole in op->mem: post it, in the state the protocol gave. */
@@ -767,12 +796,15 @@ static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	};
 	int request, ret;
 
-	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND))
+	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND &&
+		     op->wr_kind != IBF_RDM_WR_KEYQ))
 		ibf_rdm_rma_notify_set(conn, op);
 	request = ibf_rdm_is_request(op);
 	if (request && unlikely(!ibf_rdm_window_take(conn)))
 		return -FI_EAGAIN;	/* the peer's grant brings more */
-	if (unlikely(op->wr_kind != IBF_RDM_WR_SEND)) {
+	if (unlikely(op->wr_kind == IBF_RDM_WR_KEYQ)) {
+		ret = ibf_rdm_post_keyq(conn, op);
+	} else if (unlikely(op->wr_kind != IBF_RDM_WR_SEND)) {
 		ret = ibf_rdm_post_rma(conn, op);
 	} else {
 		op->epoch = ibf_rdm_conn_epoch(conn);

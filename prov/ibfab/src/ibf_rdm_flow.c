@@ -69,6 +69,8 @@ void ibf_rdm_grant_arrived(struct ibf_rdm_conn *conn, uint32_t epoch, uint32_t n
 	/* More than the peer's window: its own buffers it would overrun. */
 	n = IBF_MIN(n, (uint32_t)(conn->window_max - IBF_MIN(w, conn->window_max)));
 	__atomic_add_fetch(&conn->window, (int)n, __ATOMIC_RELEASE);
+	if (n && conn->stalled_head)
+		conn->ep->up->slots_freed(conn);	/* may wait for a credit */
 	if (n)
 		ibf_rdm_queue_resume(conn);
 }

@@ -342,6 +342,12 @@ static void ibf_rdm_on_type(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	case IBF_RDM_ATOMIC_RESP:
 		ibf_rdm_on_atomic_resp(ep, b, wc->byte_len);
 		return;
+	case IBF_RDM_KEYQ:
+		ibf_rdm_on_keyq(ep, b, wc->byte_len);
+		return;
+	case IBF_RDM_KEYR:
+		ibf_rdm_on_keyr(ep, b, wc->byte_len);
+		return;
 	case IBF_RDM_EAGER:
 		b->op.len = wc->byte_len - IBF_RDM_HDR;
 		break;
@@ -364,7 +370,8 @@ static void ibf_rdm_on_type(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 static int ibf_rdm_type_is_request(uint8_t type)
 {
 	return type == IBF_RDM_EAGER || type == IBF_RDM_RTS ||
-	       type == IBF_RDM_ATOMIC || type == IBF_RDM_WDATA;
+	       type == IBF_RDM_ATOMIC || type == IBF_RDM_WDATA ||
+	       type == IBF_RDM_KEYQ;
 }
 
 /*
@@ -455,6 +462,8 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_rdm_drop(ep, b, "shorter than a header");
 		return;
 	}
+	if (unlikely(hdr->key_gen != conn->peer_key_gen))
+		ibf_rdm_keys_forget(conn, hdr->key_gen);
 	if (!ibf_rdm_type_is_request(hdr->type)) {
 		ibf_rdm_on_type(ep, b, wc);
 		return;
@@ -483,6 +492,8 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		ibf_rdm_rma_sent(op, wc);
 	else if (op->state == IBF_RDM_TX_ATOMIC)
 		ibf_rdm_atomic_sent(op, -ibf_wc_status_to_fi(wc->status));
+	else if (op->state == IBF_RDM_TX_KEYQ)
+		ibf_rdm_keyq_sent(op, -ibf_wc_status_to_fi(wc->status));
 	else if (op->state == IBF_RDM_RX_READ)
 		ibf_rdm_on_read(ep, op, wc);
 	else if (op->state == IBF_RDM_TX_RTS)

@@ -160,33 +160,252 @@ static int ibf_rdm_rma_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	return 0;
 }
 
+/*
+ * The header that may go behind RMA op (remote CQ data, or a target with
+ * FI_RMA_EVENT: decided at the post, ibf_rdm_post_built), telling the
+ * target; its length, key and address (the application's) are for its
+ * completion and counters only: nothing is accessed by them.
+ */
+static void ibf_rdm_rma_notice(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_hdr *hdr = (void *)op->mem;
+	struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
+
+	hdr->type = op->rma_kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE : IBF_RDM_WDATA;
+	hdr->flags = op->rma_kind == IBF_RDM_WR_WRITE_DATA ? IBF_RDM_F_DATA : 0;
+	hdr->tag = (uint32_t)op->rma_app_key;	/* a write's sequence: at post */
+	hdr->data = op->rma_data;
+	note->addr = op->rma_app_addr;
+	note->len = op->op.len;
+}
+
 static int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 			     int kind, const struct iovec *iov, void **desc,
 			     size_t count, size_t len, uint64_t addr,
 			     uint64_t key, uint64_t data)
 {
-	struct ibf_rdm_hdr *hdr = (void *)op->mem;
-	struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
-
 	op->wr_kind = kind;
+	op->rma_kind = kind;
 	op->rma_addr = addr;
 	op->rma_key = (uint32_t)key;
+	op->rma_app_addr = addr;
+	op->rma_app_key = key;
+	op->rma_data = data;
 	op->read_err = 0;
 	op->reads_left = 0;
 	op->tx_state = IBF_RDM_TX_RMA;
-	/*
-	 * The header that may go behind (remote CQ data, or a target with
-	 * FI_RMA_EVENT: decided at the post, ibf_rdm_post_built), telling
-	 * the target; its length and key are for its completion and
-	 * counters only: nothing is accessed by them.
-	 */
-	hdr->type = kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE : IBF_RDM_WDATA;
-	hdr->flags = kind == IBF_RDM_WR_WRITE_DATA ? IBF_RDM_F_DATA : 0;
-	hdr->tag = (uint32_t)key;	/* a write's sequence: at post */
-	hdr->data = data;
-	note->addr = addr;
-	note->len = len;
+	ibf_rdm_rma_notice(ep, op);
 	return ibf_rdm_rma_local(ep, op, iov, desc, count, len);
+}
+
+/* ---- requested keys (ibf_domain.req_keys) ---- */
+
+/* What conn's peer told us of its region keyed key, in this life. */
+static struct ibf_rdm_key_map *ibf_rdm_key_find(struct ibf_rdm_conn *conn,
+						uint64_t key)
+{
+	uint32_t life = ibf_rdm_conn_epoch(conn);
+	int i;
+
+	if (__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE) != IBF_CONN_CONNECTED)
+		return NULL;	/* the next life may be another process's */
+	for (i = 0; i < IBF_RDM_KEY_CACHE; i++)
+		if (conn->keys[i].valid && conn->keys[i].key == key &&
+		    conn->keys[i].life == life)
+			return &conn->keys[i];
+	return NULL;
+}
+
+static struct ibf_rdm_key_map *ibf_rdm_key_learn(struct ibf_rdm_conn *conn,
+						 const struct ibf_rdm_keyr *r,
+						 uint32_t life)
+{
+	struct ibf_rdm_key_map *m = NULL;
+	int i;
+
+	for (i = 0; i < IBF_RDM_KEY_CACHE && !m; i++)
+		if (conn->keys[i].valid && conn->keys[i].key == r->key)
+			m = &conn->keys[i];
+	if (!m) {
+		m = &conn->keys[conn->key_next];
+		conn->key_next = (conn->key_next + 1) % IBF_RDM_KEY_CACHE;
+	}
+	m->key = r->key;
+	m->base = r->base;
+	m->len = r->len;
+	m->rkey = r->rkey;
+	m->access = r->access;
+	m->life = life;
+	m->valid = 1;
+	return m;
+}
+
+void ibf_rdm_keys_forget(struct ibf_rdm_conn *conn, uint16_t gen)
+{
+	conn->peer_key_gen = gen;
+	memset(conn->keys, 0, sizeof(conn->keys));
+}
+
+/* Point RMA op at the region m tells of, if it lies in it with the rights
+ * it needs: the target's HCA would refuse it, and end the connection. */
+static int ibf_rdm_key_apply(struct ibf_rdm_op *op, const struct ibf_rdm_key_map *m)
+{
+	uint32_t need = op->rma_kind == IBF_RDM_WR_READ ?
+			IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+
+	if ((m->access & need) != need || op->rma_app_addr > m->len ||
+	    op->op.len > m->len - op->rma_app_addr) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an RMA %s of %zu "
+			       "bytes at offset %#llx of the peer's region "
+			       "keyed %#llx (%llu bytes, %s%s): out of its range "
+			       "or rights\n",
+			       op->rma_kind == IBF_RDM_WR_READ ? "read" : "write",
+			       op->op.len, (unsigned long long)op->rma_app_addr,
+			       (unsigned long long)m->key,
+			       (unsigned long long)m->len,
+			       m->access & IBV_ACCESS_REMOTE_READ ? "FI_REMOTE_READ " : "",
+			       m->access & IBV_ACCESS_REMOTE_WRITE ? "FI_REMOTE_WRITE" : "");
+		return -FI_EACCES;
+	}
+	op->rma_key = m->rkey;
+	op->rma_addr = m->base + op->rma_app_addr;
+	return 0;
+}
+
+/* RMA op names its target by a requested key: posted at once if we know
+ * that region, else it first asks the peer (a KEYQ from its own slot,
+ * leaving the payload there alone). */
+static int ibf_rdm_rma_keyed(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_key_map *m = ibf_rdm_key_find(op->conn, op->rma_app_key);
+	struct ibf_rdm_hdr *hdr = (void *)op->mem;
+	struct ibf_rdm_keyq *q = (void *)(op->mem + ep->note_off);
+
+	if (m)
+		return ibf_rdm_key_apply(op, m);
+	hdr->type = IBF_RDM_KEYQ;
+	hdr->flags = 0;
+	hdr->tag = 0;
+	hdr->data = 0;
+	q->key = op->rma_app_key;
+	q->cookie = (uint32_t)(op - ep->ops);
+	q->rsvd = 0;
+	op->wr_kind = IBF_RDM_WR_KEYQ;
+	op->tx_state = IBF_RDM_TX_KEYQ;
+	op->fin_seen = 0;
+	op->key_ready = 0;
+	op->reads_left = 2;	/* its own completion, and the answer */
+	return 0;
+}
+
+void ibf_rdm_keyq_resume(struct ibf_rdm_op *op)
+{
+	ssize_t ret = ibf_rdm_conn_send(op->conn, op);
+
+	if (ret == -FI_EAGAIN) {
+		op->state = IBF_RDM_TX_KEYQ;
+		ibf_rdm_stall(op->conn, op);	/* a slot or a grant: again */
+		return;
+	}
+	op->key_ready = 0;
+	if (ret)
+		ibf_rdm_complete(op, (int)ret);
+	else if (op->rma_split && op->state == IBF_RDM_TX_RMA)
+		ibf_rdm_rma_more(op);
+}
+
+/* The KEYQ and its answer are both in: the RMA goes, or fails. */
+static void ibf_rdm_keyq_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+{
+	if (op->read_err) {
+		ibf_rdm_complete(op, op->read_err);
+		return;
+	}
+	op->wr_kind = op->rma_kind;
+	op->tx_state = IBF_RDM_TX_RMA;
+	ibf_rdm_rma_notice(ep, op);
+	op->key_ready = 1;
+	ibf_rdm_keyq_resume(op);
+}
+
+void ibf_rdm_keyq_sent(struct ibf_rdm_op *op, int err)
+{
+	if (err && !op->read_err)
+		op->read_err = err;
+	if (--op->reads_left == 0)
+		ibf_rdm_keyq_done(op->ep, op);
+}
+
+/* A peer asks which of our regions has a requested key: told from bounce
+ * b, which goes back to the SRQ once the answer is sent. */
+void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+		     uint32_t byte_len)
+{
+	struct ibf_rdm_hdr *hdr = (void *)b->mem;
+	const struct ibf_rdm_keyq *q = (const void *)(b->mem + IBF_RDM_HDR);
+	struct ibf_rdm_keyr r = { 0 };
+	struct ibf_mr_key_info ki = { 0 };
+
+	if (byte_len < IBF_RDM_HDR + sizeof(*q)) {
+		ibf_rdm_drop(ep, b, "a key question cut short");
+		return;
+	}
+	r.key = q->key;
+	r.cookie = q->cookie;
+	r.status = ep->domain->req_keys ?
+		   ibf_mr_key_lookup(ep->domain, q->key, &ki) : -FI_ENOKEY;
+	if (r.status)
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a peer named key "
+			       "%#llx: no region of ours has it%s\n",
+			       (unsigned long long)q->key, ep->domain->req_keys ?
+			       "" : " (this domain's keys are the device's)");
+	r.base = ki.base;
+	r.len = ki.len;
+	r.rkey = ki.rkey;
+	r.access = ki.access;
+	memcpy(b->mem + IBF_RDM_HDR, &r, sizeof(r));
+	hdr->type = IBF_RDM_KEYR;
+	hdr->flags = 0;
+	b->wire_len = IBF_RDM_HDR + sizeof(r);
+	ibf_rdm_reply_post(ep, b);
+}
+
+/* An answer in bounce b: for a KEYQ of ours to its sender, once. */
+void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+		     uint32_t byte_len)
+{
+	const struct ibf_rdm_keyr *r = (const void *)(b->mem + IBF_RDM_HDR);
+	struct ibf_rdm_op *op;
+
+	if (byte_len < IBF_RDM_HDR + sizeof(*r)) {
+		ibf_rdm_drop(ep, b, "a key answer cut short");
+		return;
+	}
+	op = r->cookie < ep->ntx ? &ep->ops[r->cookie] : NULL;
+	if (!op || op->state != IBF_RDM_TX_KEYQ || op->fin_seen ||
+	    op->key_ready || op->post_conn != b->conn ||
+	    op->post_epoch != __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE) ||
+	    r->key != op->rma_app_key || r->status > 0 || r->status <= -4096) {
+		ibf_rdm_drop(ep, b, "a key answer for no question of ours to "
+			     "its sender");
+		return;
+	}
+	op->fin_seen = 1;
+	if (r->status) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "the peer has no "
+			       "region keyed %#llx for an RMA\n",
+			       (unsigned long long)r->key);
+		if (!op->read_err)
+			op->read_err = -FI_EACCES;
+	} else {
+		struct ibf_rdm_key_map *m = ibf_rdm_key_learn(b->conn, r, b->epoch);
+
+		if (!op->read_err)
+			op->read_err = ibf_rdm_key_apply(op, m);
+	}
+	ibf_rdm_bounce_release(ep, b);
+	if (--op->reads_left == 0)
+		ibf_rdm_keyq_done(ep, op);
 }
 
 static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
@@ -230,6 +449,8 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 		goto out;
 	ret = ibf_rdm_rma_build(ep, op, kind, iov, desc, count, len, rma->addr,
 				rma->key, data);
+	if (unlikely(ep->domain->req_keys) && likely(!ret))
+		ret = ibf_rdm_rma_keyed(ep, op);
 	if (likely(!ret))
 		ret = ibf_rdm_conn_send(op->conn, op);
 	/* Posted (not queued), it cannot complete while we hold the lock:

@@ -297,6 +297,8 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
 			ibf_rdm_reply_post(ep, op);	/* may park it again */
 		else if (op->state == IBF_RDM_TX_RMA)
 			ibf_rdm_rma_more(op);
+		else if (op->state == IBF_RDM_TX_KEYQ)
+			ibf_rdm_keyq_resume(op);
 		else
 			ibf_rdm_read_more(ep, op);
 		if (op->stalled)
@@ -305,8 +307,8 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
 }
 
 /*
- * Rendezvous sends whose FIN will never come: their connection died (its
- * epoch moved on).  Each completes, in error, once its own work request
+ * Rendezvous sends (and atomics, key questions) whose FIN (answer) will
+ * never come: their connection died (its epoch moved on).  Each completes, in error, once its own work request
  * has too (the device flushes it if it has not).
  */
 void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep)
@@ -316,7 +318,8 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep)
 
 	for (i = 0; i < ep->ntx; i++) {
 		op = &ep->ops[i];
-		if ((op->state != IBF_RDM_TX_RTS && op->state != IBF_RDM_TX_ATOMIC) ||
+		if ((op->state != IBF_RDM_TX_RTS && op->state != IBF_RDM_TX_ATOMIC &&
+		     (op->state != IBF_RDM_TX_KEYQ || op->fin_seen)) ||
 		    !ibf_rdm_epoch_over(op->conn, op->epoch))
 			continue;
 		op->epoch = ibf_rdm_conn_epoch(op->conn);	/* counted once */
