@@ -3,7 +3,8 @@
  * libFuzzer: an RDM arrival's payload as its receiver checks it before
  * acting on it: an RTS's segments against its length (ibf_rdm_rts_fits,
  * which must accept only segments that add up to the length and lie in
- * the bytes received), and names as peers give them (the key, matching).
+ * the bytes received), names as peers give them (the key, matching), and
+ * a KEYR's region against the RMA it is for (ibf_rdm_key_covers).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	free(b.mem);
+	if (size >= IBF_RDM_HDR + sizeof(struct ibf_rdm_keyr) + 2 * sizeof(uint64_t)) {
+		const struct ibf_rdm_keyr *r = (const void *)(data + IBF_RDM_HDR);
+		uint64_t off, n;
+		size_t at = IBF_RDM_HDR + sizeof(*r);
+
+		memcpy(&off, data + at, sizeof(off));
+		memcpy(&n, data + at + sizeof(off), sizeof(n));
+		if (!ibf_rdm_keyr_check(data, (uint32_t)size) &&
+		    (r->status > 0 || r->status <= -4096))
+			abort();	/* a status no errno is */
+		if (ibf_rdm_key_covers(r->len, r->access, IBV_ACCESS_REMOTE_WRITE,
+				       off, n) &&
+		    (off + n < off || off + n > r->len ||
+		     !(r->access & IBV_ACCESS_REMOTE_WRITE)))
+			abort();	/* past the region, or without the right */
+	}
 	if (size >= 2 * sizeof(struct ibf_name)) {
 		memcpy(&a, data, sizeof(a));
 		memcpy(&c, data + sizeof(a), sizeof(c));

@@ -109,6 +109,12 @@ void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		     uint32_t byte_len);
 void ibf_rdm_keys_forget(struct ibf_rdm_conn *conn, uint16_t gen);
+/* A KEYR's bytes (header first) against themselves: 0 or -FI_EINVAL.
+ * Whether n bytes at off lie in a region of len bytes that grants need
+ * (IBV_ACCESS_REMOTE_*) of access.  Both pure: the fuzzer's too. */
+int ibf_rdm_keyr_check(const void *wire, uint32_t byte_len);
+int ibf_rdm_key_covers(uint64_t len, uint32_t access, uint32_t need,
+		       uint64_t off, uint64_t n);
 /* A peer's RDMA WRITE WITH IMMEDIATE (bounce b, empty) landed: its
  * notice is due next on the same QP. */
 void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,

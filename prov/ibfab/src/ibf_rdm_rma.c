@@ -246,6 +246,22 @@ void ibf_rdm_keys_forget(struct ibf_rdm_conn *conn, uint16_t gen)
 	memset(conn->keys, 0, sizeof(conn->keys));
 }
 
+int ibf_rdm_key_covers(uint64_t len, uint32_t access, uint32_t need,
+		       uint64_t off, uint64_t n)
+{
+	return (access & need) == need && off <= len && n <= len - off;
+}
+
+int ibf_rdm_keyr_check(const void *wire, uint32_t byte_len)
+{
+	const struct ibf_rdm_keyr *r = (const void *)((const uint8_t *)wire +
+						      IBF_RDM_HDR);
+
+	if (byte_len < IBF_RDM_HDR + sizeof(*r))
+		return -FI_EINVAL;
+	return r->status > 0 || r->status <= -4096 ? -FI_EINVAL : 0;
+}
+
 /* Point RMA op at the region m tells of, if it lies in it with the rights
  * it needs: the target's HCA would refuse it, and end the connection. */
 static int ibf_rdm_key_apply(struct ibf_rdm_op *op, const struct ibf_rdm_key_map *m)
@@ -253,8 +269,8 @@ static int ibf_rdm_key_apply(struct ibf_rdm_op *op, const struct ibf_rdm_key_map
 	uint32_t need = op->rma_kind == IBF_RDM_WR_READ ?
 			IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
 
-	if ((m->access & need) != need || op->rma_app_addr > m->len ||
-	    op->op.len > m->len - op->rma_app_addr) {
+	if (!ibf_rdm_key_covers(m->len, m->access, need, op->rma_app_addr,
+				op->op.len)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an RMA %s of %zu "
 			       "bytes at offset %#llx of the peer's region "
 			       "keyed %#llx (%llu bytes, %s%s): out of its range "
@@ -377,15 +393,15 @@ void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	const struct ibf_rdm_keyr *r = (const void *)(b->mem + IBF_RDM_HDR);
 	struct ibf_rdm_op *op;
 
-	if (byte_len < IBF_RDM_HDR + sizeof(*r)) {
-		ibf_rdm_drop(ep, b, "a key answer cut short");
+	if (ibf_rdm_keyr_check(b->mem, byte_len)) {
+		ibf_rdm_drop(ep, b, "a key answer cut short or out of range");
 		return;
 	}
 	op = r->cookie < ep->ntx ? &ep->ops[r->cookie] : NULL;
 	if (!op || op->state != IBF_RDM_TX_KEYQ || op->fin_seen ||
 	    op->key_ready || op->post_conn != b->conn ||
 	    op->post_epoch != __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE) ||
-	    r->key != op->rma_app_key || r->status > 0 || r->status <= -4096) {
+	    r->key != op->rma_app_key) {
 		ibf_rdm_drop(ep, b, "a key answer for no question of ours to "
 			     "its sender");
 		return;
