@@ -192,8 +192,8 @@ int pingpong_one(struct node *a, fi_addr_t to_b, struct node *b,
 static void test_pingpong(int tagged)
 {
 	struct node *ns[2];
-	size_t sizes[] = { 0, 1, 64, 4096, 8192, 8193, 65536, 1 << 20, 4 << 20,
-			   64 << 20 };
+	size_t sizes[] = { 0, 1, 64, 4096, 8192, 8193, 16384, 16385, 65536,
+			   1 << 20, 4 << 20, 64 << 20 };
 	size_t i, max = ibft_opts.max_size;
 	const char *name = tagged ? "rdm-pingpong-tagged" : "rdm-pingpong-msg";
 	uint8_t *s = xbuf(max), *r = xbuf(max);

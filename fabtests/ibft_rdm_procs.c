@@ -473,7 +473,7 @@ void test_dead_peer(void)
 
 /*
  * A peer whose eager messages are larger than ours (FI_IBFAB_EAGER_SIZE
- * set otherwise in its process): its 12 KiB eager message does not fit
+ * set otherwise in its process): its 24 KiB eager message does not fit
  * our receive buffers, the receive fails and our QP with it.  That must
  * end the connection, as a failed send does, so that our next message
  * to the peer reconnects and arrives (it used to be flushed, connection
@@ -483,7 +483,7 @@ void test_dead_peer(void)
 int big_eager_side(int in, int out)
 {
 	struct node *n = node_open(1, FI_TAGGED, 0);
-	uint8_t peer[64], *big = xbuf(12 << 10), r[64] = "";
+	uint8_t peer[64], *big = xbuf(24 << 10), r[64] = "";
 	size_t plen;
 	struct comp c = { 0 };
 	char x;
@@ -491,9 +491,9 @@ int big_eager_side(int in, int out)
 	if (!n || swap_names(n, in, out, peer, &plen) ||
 	    fi_av_insert(n->av, peer, 1, &n->peer[0], 0, NULL) != 1)
 		return 1;
-	memset(big, 7, 12 << 10);
+	memset(big, 7, 24 << 10);
 	fi_trecv(n->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 32, 0, r);
-	POST(fi_tsend(n->ep, big, 12 << 10, NULL, n->peer[0], 30, big));
+	POST(fi_tsend(n->ep, big, 24 << 10, NULL, n->peer[0], 30, big));
 	while (!wait_comp(n, &c, WAIT_MS) && c.e.op_context != big)
 		;
 	xwrite(out, c.e.op_context == big && c.err ? "e" : "?", 1);
@@ -511,7 +511,7 @@ void test_receive_failure(void)
 {
 	struct child ch;
 	struct node *a;
-	uint8_t peer[64], m[64] = "after", *big = xbuf(16 << 10);
+	uint8_t peer[64], m[64] = "after", *big = xbuf(32 << 10);
 	size_t plen;
 	fi_addr_t b;
 	struct comp c = { 0 };
@@ -524,13 +524,13 @@ void test_receive_failure(void)
 		free(big);
 		return;
 	}
-	setenv("FI_IBFAB_EAGER_SIZE", "16384", 1);	/* the child's */
+	setenv("FI_IBFAB_EAGER_SIZE", "32768", 1);	/* the child's */
 	ok = !spawn(&ch, "bigeager");
 	unsetenv("FI_IBFAB_EAGER_SIZE");
 	a = ok ? node_open(0, FI_TAGGED, 0) : NULL;
 	ok = a && !swap_names(a, ch.from, ch.to, peer, &plen) &&
 	     fi_av_insert(a->av, peer, 1, &b, 0, NULL) == 1 &&
-	     !fi_trecv(a->ep, big, 16 << 10, NULL, FI_ADDR_UNSPEC, 30, 0, big);
+	     !fi_trecv(a->ep, big, 32 << 10, NULL, FI_ADDR_UNSPEC, 30, 0, big);
 	/* The large message fails at both ends; we see ours go by. */
 	ok = ok && !xread(ch.from, &x, 1) && x == 'e';
 	idle(a, 500);

@@ -42,7 +42,7 @@
 #include "ibft.h"
 #include "ibft_rdm_node.h"
 
-#define ROGUE_BUF 16384
+#define ROGUE_BUF (64 << 10)
 #define ROGUE_DEPTH 64
 
 struct rogue {
@@ -146,6 +146,8 @@ static int rogue_send(struct rogue *g, const void *msg, uint32_t len)
 	long end = now_ms() + WAIT_MS;
 	int n;
 
+	if (len > ROGUE_BUF)
+		return -1;
 	while (g->outstanding >= ROGUE_DEPTH - 1 && now_ms() < end) {
 		n = ibv_poll_cq(g->cq, 16, wc);
 		g->outstanding -= n > 0 ? n : 0;
@@ -489,6 +491,18 @@ static void self_claim_flood(struct node *a)
 	node_close(n);
 }
 
+/* Close target t's endpoint, then its region mr (either may be NULL);
+ * what is bound to the endpoint is the caller's to close after. */
+static void target_close_ep_mr(struct node *t, struct fid_mr *mr)
+{
+	if (t && t->ep) {
+		fi_close(&t->ep->fid);
+		t->ep = NULL;
+	}
+	if (mr)
+		fi_close(&mr->fid);
+}
+
 /*
  * R sends an FI_RMA_EVENT endpoint E write notices (WDATA) with no write
  * before them: five naming a region E registered for remote reads only,
@@ -546,12 +560,7 @@ static void forged_rma_notices(void)
 		   (unsigned long long)fi_cntr_read(mc));
 out:
 	rogue_close(&g);
-	if (e && e->ep) {
-		fi_close(&e->ep->fid);
-		e->ep = NULL;
-	}
-	if (mr)
-		fi_close(&mr->fid);
+	target_close_ep_mr(e, mr);
 	if (c)
 		fi_close(&c->fid);
 	if (mc)
@@ -633,12 +642,7 @@ static void claimed_parts(void)
 		   "part came", got[1]);
 out:
 	rogue_close(&g);
-	if (e && e->ep) {
-		fi_close(&e->ep->fid);
-		e->ep = NULL;
-	}
-	if (mr)
-		fi_close(&mr->fid);
+	target_close_ep_mr(e, mr);
 	node_close(e);
 }
 
@@ -660,11 +664,11 @@ static int rogue_bad_write(struct rogue *g)
 	return 0;
 }
 
-/* R sends A a message larger than A's receive buffers: A's receive fails,
- * and its QP with it. */
+/* R sends A a message larger than A's receive buffers (FI_IBFAB_EAGER_SIZE,
+ * 16 KiB by default): A's receive fails, and its QP with it. */
 static int rogue_oversized(struct rogue *g)
 {
-	static uint8_t big[12 << 10];
+	static uint8_t big[40 << 10];
 
 	hdr_init((void *)big, IBF_RDM_EAGER, g->mine, 40);
 	return rogue_send(g, big, sizeof(big));
@@ -781,12 +785,7 @@ static void fetch_from_write_only(void)
 		   " with the region's contents" : "");
 out:
 	rogue_close(&g);
-	if (t && t->ep) {
-		fi_close(&t->ep->fid);
-		t->ep = NULL;
-	}
-	if (mr)
-		fi_close(&mr->fid);
+	target_close_ep_mr(t, mr);
 	node_close(t);
 }
 
