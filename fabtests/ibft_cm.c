@@ -269,13 +269,16 @@ static void client(void)
 	for (i = 0; i < ibft_opts.iters + 2; i++) {
 		if (i == 2)
 			fds0 = ibft_count_fds();
-		ret = client_connect(&c, &ev, NULL, ibft_opts.port);
+		memset(&err, 0, sizeof(err));
+		ret = client_connect(&c, &ev, &err, ibft_opts.port);
 		if (ret != FI_CONNECTED)
 			break;
 		fi_shutdown(c.ep, 0);
 		ibft_close(&c);
 	}
-	IBFT_EXPECT(ret, FI_CONNECTED, "connect-rounds");
+	IBFT_CHECK(ret == FI_CONNECTED, "connect-rounds", "round %d: event %d, "
+		   "error %d (%s), provider error %d", i, ret, err.err,
+		   fi_strerror(err.err), err.prov_errno);
 	ibft_close(&c);
 	IBFT_CHECK(ibft_count_fds() == fds0, "connect-rounds-no-fd-growth",
 		   "%d fds after round 2, %d at the end", fds0, ibft_count_fds());
