@@ -198,6 +198,13 @@ void ibf_rdm_unregister(struct ibf_rdm_op *op);
 int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		      void *addr, size_t len, int access, uint32_t *lkey);
 
+/*
+ * The sges of the next len bytes of op's iovs (op->iov, op->lkey), from
+ * where the last call stopped (op->rd_iov, op->rd_ioff, which it moves
+ * on): how many, at most IBF_RDM_IOV.  A rendezvous read's and an RMA
+ * part's local side.
+ */
+int ibf_rdm_iov_sges(struct ibf_rdm_op *op, size_t len, struct ibv_sge *sge);
 /* The bytes of iov[0..count); SIZE_MAX if they add up past it. */
 size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count);
 /* An application's iovs for what ("a send"): at most limit of them, and

@@ -431,6 +431,28 @@ void ibf_rdm_release(struct ibf_op *o)
 
 /* ---- buffers ---- */
 
+int ibf_rdm_iov_sges(struct ibf_rdm_op *op, size_t len, struct ibv_sge *sge)
+{
+	int nsge = 0;
+	size_t n;
+
+	while (len && nsge < IBF_RDM_IOV) {
+		while (op->rd_iov < op->count - 1 &&
+		       op->rd_ioff == op->iov[op->rd_iov].iov_len) {
+			op->rd_iov++;
+			op->rd_ioff = 0;
+		}
+		n = IBF_MIN(len, op->iov[op->rd_iov].iov_len - op->rd_ioff);
+		sge[nsge].addr = (uintptr_t)op->iov[op->rd_iov].iov_base + op->rd_ioff;
+		sge[nsge].length = (uint32_t)n;
+		sge[nsge].lkey = op->lkey[op->rd_iov];
+		nsge++;
+		op->rd_ioff += n;
+		len -= n;
+	}
+	return nsge;
+}
+
 size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count)
 {
 	size_t len;

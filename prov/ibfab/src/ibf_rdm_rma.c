@@ -8,8 +8,9 @@
  * max_msg_sz (8 MiB on rxe), one per part of at most that size, posted in
  * order as earlier parts complete: max_msg_size holds for RMA as for
  * messages.  The target's HCA checks the key, the range and the rights,
- * and the initiator learns of a violation as a completion error.  fi_writedata adds a WDATA header sent
- * right behind the write on the same QP; RC delivers it after the written
+ * and the initiator learns of a violation as a completion error.
+ * fi_writedata adds a WDATA header sent right behind the write on the
+ * same QP; RC delivers it after the written
  * bytes, and the target reports it as an FI_REMOTE_CQ_DATA completion
  * carried by one of its receive ops (so the CQ's room, sized for the ops,
  * holds it).
@@ -57,28 +58,13 @@ static int ibf_rdm_rma_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
  */
 static void ibf_rdm_rma_part_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
 {
-	size_t chunk = IBF_MIN(op->rd_left, (size_t)ep->max_read), n;
+	size_t chunk = IBF_MIN(op->rd_left, (size_t)ep->max_read);
 
 	op->part_off += op->part_len;
 	op->part_len = chunk;
 	op->rd_left -= chunk;
 	op->part_last = !op->rd_left;
-	op->nsge = 0;
-	while (chunk && op->nsge < IBF_RDM_IOV) {
-		while (op->rd_iov < op->count - 1 &&
-		       op->rd_ioff == op->iov[op->rd_iov].iov_len) {
-			op->rd_iov++;
-			op->rd_ioff = 0;
-		}
-		n = IBF_MIN(chunk, op->iov[op->rd_iov].iov_len - op->rd_ioff);
-		op->sge[op->nsge].addr = (uintptr_t)op->iov[op->rd_iov].iov_base +
-					 op->rd_ioff;
-		op->sge[op->nsge].length = (uint32_t)n;
-		op->sge[op->nsge].lkey = op->lkey[op->rd_iov];
-		op->nsge++;
-		op->rd_ioff += n;
-		chunk -= n;
-	}
+	op->nsge = ibf_rdm_iov_sges(op, chunk, op->sge);
 	op->part_ready = 1;
 }
 

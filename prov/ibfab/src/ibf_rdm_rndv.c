@@ -173,8 +173,8 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 	const struct ibf_rdm_seg *seg;
 	struct ibv_sge sge[IBF_RDM_IOV];
 	struct ibv_send_wr wr;
-	size_t n, chunk;
-	int nsge = 0, ret;
+	size_t chunk;
+	int ret;
 
 	if (ibf_rdm_bounce_stale(r->bounce))
 		return -FI_ECONNABORTED;
@@ -199,21 +199,7 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 	wr.wr.rdma.rkey = seg->rkey;
 	r->rd_soff += chunk;
 	r->rd_left -= chunk;
-	while (chunk && nsge < IBF_RDM_IOV) {
-		while (r->rd_iov < r->count - 1 &&
-		       r->rd_ioff == r->iov[r->rd_iov].iov_len) {
-			r->rd_iov++;
-			r->rd_ioff = 0;
-		}
-		n = IBF_MIN(chunk, r->iov[r->rd_iov].iov_len - r->rd_ioff);
-		sge[nsge].addr = (uintptr_t)r->iov[r->rd_iov].iov_base + r->rd_ioff;
-		sge[nsge].length = (uint32_t)n;
-		sge[nsge].lkey = r->lkey[r->rd_iov];
-		nsge++;
-		r->rd_ioff += n;
-		chunk -= n;
-	}
-	wr.num_sge = nsge;
+	wr.num_sge = ibf_rdm_iov_sges(r, chunk, sge);
 	ret = ibf_rdm_post_read(conn, r, &wr);
 	if (ret)
 		return ret;
