@@ -654,6 +654,20 @@ out:
 	close_all();
 }
 
+/* n's region of len bytes at buf under requested key, readable and
+ * writable by peers (bound to n's endpoint where mr_mode asks). */
+static int reg_keyed(struct node *n, void *buf, size_t len, uint64_t key,
+		     struct fid_mr **mr)
+{
+	int ret = fi_mr_reg(n->domain, buf, len, FI_REMOTE_WRITE | FI_REMOTE_READ,
+			    0, key, 0, mr, NULL);
+
+	if (!ret && (n->info->domain_attr->mr_mode & FI_MR_ENDPOINT) &&
+	    !(ret = fi_mr_bind(*mr, &n->ep->fid, 0)))
+		ret = fi_mr_enable(*mr);
+	return ret;
+}
+
 /*
  * Requested keys (IBFT_MR_REQKEY): a key taken twice is refused; a key
  * B never registered fails the write (-FI_EACCES), and the next works;
@@ -676,10 +690,7 @@ static void test_reqkey(void)
 	b = node_open(1, FI_MSG | FI_RMA | FI_ATOMIC, 0);
 	if (!a || !b || insert_all((struct node *[]){ a, b }, 2))
 		goto out;
-	ok = !fi_mr_reg(b->domain, one, sizeof(one), FI_REMOTE_WRITE |
-			FI_REMOTE_READ, 0, 77, 0, &m1, NULL) &&
-	     (!(b->info->domain_attr->mr_mode & FI_MR_ENDPOINT) ||
-	      (!fi_mr_bind(m1, &b->ep->fid, 0) && !fi_mr_enable(m1)));
+	ok = !reg_keyed(b, one, sizeof(one), 77, &m1);
 	if (!IBFT_CHECK(ok && fi_mr_key(m1) == 77, "rma-reqkey-reg",
 			"a region keyed 77: key %llu", m1 ?
 			(unsigned long long)fi_mr_key(m1) : 0ull))
@@ -702,10 +713,7 @@ static void test_reqkey(void)
 	/* B moves key 77 to another buffer, then tells A. */
 	fi_close(&m1->fid);
 	m1 = NULL;
-	ok = !fi_mr_reg(b->domain, two, sizeof(two), FI_REMOTE_WRITE |
-			FI_REMOTE_READ, 0, 77, 0, &m2, NULL) &&
-	     (!(b->info->domain_attr->mr_mode & FI_MR_ENDPOINT) ||
-	      (!fi_mr_bind(m2, &b->ep->fid, 0) && !fi_mr_enable(m2))) &&
+	ok = !reg_keyed(b, two, sizeof(two), 77, &m2) &&
 	     !fi_recv(a->ep, got, sizeof(got), NULL, FI_ADDR_UNSPEC, got) &&
 	     !POST(fi_send(b->ep, msg, sizeof(msg), NULL, b->peer[0], msg)) &&
 	     !wait_comp(a, &c, WAIT_MS) && !c.err && !wait_comp(b, &c, WAIT_MS);
@@ -731,6 +739,47 @@ out:
 		fi_close(&m1->fid);
 	if (m2)
 		fi_close(&m2->fid);
+	close_all();
+}
+
+/*
+ * Requested keys, an endpoint to itself: it reads 256 bytes of its own
+ * 512-byte region keyed 79, closes it, registers 4 KiB under key 79 and
+ * writes 1 KiB there.  MPICH's ch4:ofi does so for a long message a rank
+ * sends itself: it registers the buffer under a key it frees and reuses
+ * at the next, and reads it with fi_read from its own address.
+ */
+static void test_reqkey_self(void)
+{
+	static uint8_t small[512], big[4096], buf[1024];
+	struct fid_mr *m = NULL;
+	struct node *a;
+	struct comp c;
+	int ok;
+
+	want_mr_mode = rma_mr_mode();
+	a = node_open(0, FI_MSG | FI_RMA, 0);
+	if (!a || insert_all((struct node *[]){ a }, 1))
+		goto out;
+	memset(small, 's', sizeof(small));
+	ok = !reg_keyed(a, small, sizeof(small), 79, &m) &&
+	     !POST(fi_read(a->ep, buf, 256, NULL, a->peer[0], 0, 79, &c)) &&
+	     !wait_comp(a, &c, WAIT_MS) && !c.err && buf[255] == 's';
+	IBFT_CHECK(ok, "rma-reqkey-self-read", "a read from its own region "
+		   "keyed 79: %s", c.err ? fi_strerror(c.err) : "not there");
+	if (m)
+		fi_close(&m->fid);
+	memset(buf, 'b', sizeof(buf));
+	ok = ok && !reg_keyed(a, big, sizeof(big), 79, &m) &&
+	     !POST(fi_write(a->ep, buf, sizeof(buf), NULL, a->peer[0], 0, 79,
+			    &c)) &&
+	     !wait_comp(a, &c, WAIT_MS) && !c.err && big[1023] == 'b';
+	IBFT_CHECK(ok, "rma-reqkey-self-moved", "key 79 moved to a larger "
+		   "region: a 1 KiB write to itself %s",
+		   c.err ? fi_strerror(c.err) : "failed or did not land");
+	if (m)
+		fi_close(&m->fid);
+out:
 	close_all();
 }
 
@@ -837,7 +886,9 @@ int main(int argc, char **argv)
 	test_rma_event(FI_MSG | FI_RMA | FI_RMA_EVENT, "rma-event");
 	test_rma_event(FI_MSG | FI_RMA, "rma-event-initiator-without-cap");
 	test_no_rma_caps();
-	if (reqkey)
+	if (reqkey) {
 		test_reqkey();
+		test_reqkey_self();
+	}
 	return ibft_finish();
 }

@@ -321,7 +321,8 @@ static inline void *ibf_mr_target_addr(const struct ibf_mr *mr, uint64_t addr)
 }
 /* What a peer needs to reach the region keyed key with RDMA (requested
  * keys): its start, length, device key and IBV_ACCESS_REMOTE_* rights.
- * 0, or -FI_ENOKEY if dom has no such region. */
+ * 0, or -FI_ENOKEY if dom has no such region.  told: a peer learns it
+ * (closing the region then changes dom->key_gen); 0 for our own use. */
 struct ibf_mr_key_info {
 	uint64_t base;
 	uint64_t len;
@@ -329,7 +330,7 @@ struct ibf_mr_key_info {
 	uint32_t access;
 };
 int ibf_mr_key_lookup(struct ibf_domain *dom, uint64_t key,
-		      struct ibf_mr_key_info *out);
+		      struct ibf_mr_key_info *out, int told);
 void ibf_mr_target_release(struct ibf_domain *dom);
 /* A peer wrote (read 0) or read (1) [addr, addr + len) of the region of
  * dom keyed key: its bound counter counts (FI_RMA_EVENT), if the key

@@ -232,6 +232,13 @@ static inline void ibf_rdm_bounce_arrived(struct ibf_rdm_ep *ep)
 	ep->srq_posted--;
 }
 
+/* Whether conn is either half of a connection to ep itself. */
+static inline int ibf_rdm_conn_to_self(const struct ibf_rdm_ep *ep,
+				       const struct ibf_rdm_conn *conn)
+{
+	return conn->self || !memcmp(&conn->name, &ep->name, sizeof(ep->name));
+}
+
 /* Note a use of conn (a send to or an arrival from its peer), for the
  * choice of the least recently used at FI_IBFAB_RDM_MAX_CONNS. */
 static inline void ibf_rdm_conn_used(struct ibf_rdm_conn *conn)

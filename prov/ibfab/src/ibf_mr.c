@@ -94,14 +94,14 @@ static void ibf_mr_key_del(struct ibf_domain *dom, struct ibf_mr *mr)
 }
 
 int ibf_mr_key_lookup(struct ibf_domain *dom, uint64_t key,
-		      struct ibf_mr_key_info *out)
+		      struct ibf_mr_key_info *out, int told)
 {
 	struct ibf_mr *mr;
 
 	pthread_mutex_lock(&dom->mr_lock);
 	mr = ibf_mr_by_key(dom, key);
 	if (mr) {
-		mr->told = 1;
+		mr->told |= told;
 		out->base = (uintptr_t)mr->mr->addr;
 		out->len = mr->mr->length;
 		out->rkey = mr->mr->rkey;

@@ -274,15 +274,44 @@ static int ibf_rdm_key_apply(struct ibf_rdm_op *op, const struct ibf_rdm_key_map
 	return 0;
 }
 
+/*
+ * RMA op to ourselves (through the connecting half of a connection to our
+ * own name) names a region of our own domain: looked up now, never
+ * cached.  A cache would go stale, as the messages that would tell it a
+ * key moved (their key_gen) arrive at the accepting half.
+ */
+static int ibf_rdm_key_own(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+{
+	struct ibf_mr_key_info ki;
+	struct ibf_rdm_key_map m = { 0 };
+
+	if (ibf_mr_key_lookup(ep->domain, op->rma_app_key, &ki, 0)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an RMA to this "
+			       "endpoint itself names key %#llx, which no "
+			       "region of its domain has\n",
+			       (unsigned long long)op->rma_app_key);
+		return -FI_EACCES;
+	}
+	m.key = op->rma_app_key;
+	m.base = ki.base;
+	m.len = ki.len;
+	m.rkey = ki.rkey;
+	m.access = ki.access;
+	return ibf_rdm_key_apply(op, &m);
+}
+
 /* RMA op names its target by a requested key: posted at once if we know
  * that region, else it first asks the peer (a KEYQ from its own slot,
  * leaving the payload there alone). */
 static int ibf_rdm_rma_keyed(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
 {
-	struct ibf_rdm_key_map *m = ibf_rdm_key_find(op->conn, op->rma_app_key);
+	struct ibf_rdm_key_map *m;
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	struct ibf_rdm_keyq *q = (void *)(op->mem + ep->note_off);
 
+	if (ibf_rdm_conn_to_self(ep, op->conn))
+		return ibf_rdm_key_own(ep, op);
+	m = ibf_rdm_key_find(op->conn, op->rma_app_key);
 	if (m)
 		return ibf_rdm_key_apply(op, m);
 	hdr->type = IBF_RDM_KEYQ;
@@ -355,7 +384,7 @@ void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	r.key = q->key;
 	r.cookie = q->cookie;
 	r.status = ep->domain->req_keys ?
-		   ibf_mr_key_lookup(ep->domain, q->key, &ki) : -FI_ENOKEY;
+		   ibf_mr_key_lookup(ep->domain, q->key, &ki, 1) : -FI_ENOKEY;
 	if (r.status)
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a peer named key "
 			       "%#llx: no region of ours has it%s\n",
