@@ -14,7 +14,6 @@
  */
 #include <poll.h>
 #include <pthread.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,62 +171,6 @@ static void check_close_while_read(struct node *b)
 	node_close(n);
 }
 
-/* Waits on a counter for one more than it holds, for up to WAIT_MS. */
-struct cntr_sleeper {
-	struct fid_cntr *c;
-	uint64_t threshold;
-	int ret;
-	long ms;
-};
-
-static void *cntr_sleeper_run(void *arg)
-{
-	struct cntr_sleeper *s = arg;
-	long t0 = now_ms();
-
-	s->ret = fi_cntr_wait(s->c, s->threshold, WAIT_MS);
-	s->ms = now_ms() - t0;
-	return NULL;
-}
-
-/*
- * One thread asleep in fi_cntr_wait while another reads the counter and
- * then adds to it (FI_THREAD_SAFE): the add must wake the sleeper.  SOS's
- * mt_lock_test hung so, its threads reading and waiting on one counter
- * while ibfab's FI_PROGRESS_AUTO thread counted into it: a read cleared
- * the flag that told a count to raise the fd the sleeper slept on.
- */
-static void check_wait_while_read(void)
-{
-	struct cntr_sleeper s = { 0 };
-	struct fid_cntr *c = NULL;
-	struct node *n;
-	pthread_t th;
-	int ok;
-
-	want_threading = FI_THREAD_SAFE;
-	n = node_open(0, FI_MSG, 0);
-	want_threading = FI_THREAD_DOMAIN;
-	if (!n || !(c = cntr_open(n, FI_WAIT_UNSPEC))) {
-		node_close(n);
-		return;
-	}
-	s.c = c;
-	s.threshold = fi_cntr_read(c) + 1;
-	ok = !pthread_create(&th, NULL, cntr_sleeper_run, &s);
-	if (ok) {
-		usleep(300 * 1000);	/* asleep by now */
-		fi_cntr_read(c);
-		ok = !fi_cntr_add(c, 1);
-		pthread_join(th, NULL);
-	}
-	IBFT_CHECK(ok && s.ret == 0 && s.ms < WAIT_MS / 2, "cntr-wait-while-read",
-		   "fi_cntr_wait for a count another thread added after reading "
-		   "the counter: %s after %ld ms", fi_strerror(-s.ret), s.ms);
-	fi_close(&c->fid);
-	node_close(n);
-}
-
 int main(int argc, char **argv)
 {
 	/* r: the fourth receive (BIG) starts 3 * EAGER in. */
@@ -250,7 +193,6 @@ int main(int argc, char **argv)
 	check_bad_open(ns[0]);
 	check_getwait_none(ns[0]);
 	check_arithmetic(ns[0]);
-	check_wait_while_read();
 	tx = cntr_open(ns[0], FI_WAIT_UNSPEC);
 	rx = cntr_open(ns[1], FI_WAIT_FD);
 	if (!tx || !rx || rebind(ns[0], tx, NULL) || rebind(ns[1], NULL, rx) ||

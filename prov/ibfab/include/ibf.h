@@ -647,9 +647,6 @@ struct ibf_cntr {
 	int waitable;		/* FI_WAIT_UNSPEC or FI_WAIT_FD */
 	struct ibf_waitfd wait;	/* endpoints' channels + an eventfd */
 	int waiting;		/* fi_trywait passed; changes raise the fd (atomic) */
-	/* Threads asleep in fi_cntr_wait (atomic): changes raise the fd
-	 * for them too, and no fi_cntr_read lowers it under them. */
-	int sleepers;
 	struct ibf_lock lock;	/* the endpoints bound */
 	struct ibf_cntr_src { struct ibf_rdm_ep *rdm; struct ibf_ep *msg; } *src;
 	int nsrc;

@@ -63,17 +63,10 @@ static int ibf_cntr_msg_trywait(struct ibf_ep *ep)
 	return ret;
 }
 
-/* Someone may sleep on the counter: an application after fi_trywait, or
- * a thread in fi_cntr_wait. */
-static int ibf_cntr_watched(struct ibf_cntr *c)
-{
-	return __atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST) ||
-	       __atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST);
-}
-
+/* Someone may sleep on the counter: wake them. */
 static void ibf_cntr_wake(struct ibf_cntr *c)
 {
-	if (c->waitable && ibf_cntr_watched(c))
+	if (c->waitable && __atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST))
 		ibf_waitfd_raise(&c->wait);
 }
 
@@ -83,21 +76,16 @@ void ibf_cntr_count(struct ibf_cntr *c, int err)
 		__atomic_add_fetch(&c->err, 1, __ATOMIC_RELEASE);
 	else
 		__atomic_add_fetch(&c->value, 1, __ATOMIC_RELEASE);
-	if (unlikely(ibf_cntr_watched(c)))
+	if (unlikely(__atomic_load_n(&c->waiting, __ATOMIC_RELAXED)))
 		ibf_cntr_wake(c);
 }
 
-/*
- * A read after fi_trywait: the fd goes quiet until the next trywait.  Not
- * while a thread sleeps in fi_cntr_wait: it may not have seen the raise
- * yet, and another thread's read (FI_THREAD_SAFE) must not swallow it.
- */
+/* A read after fi_trywait: the fd goes quiet until the next trywait. */
 static void ibf_cntr_unwait(struct ibf_cntr *c)
 {
 	if (unlikely(__atomic_load_n(&c->waiting, __ATOMIC_RELAXED))) {
 		__atomic_store_n(&c->waiting, 0, __ATOMIC_SEQ_CST);
-		if (!__atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST))
-			ibf_waitfd_lower(&c->wait);
+		ibf_waitfd_lower(&c->wait);
 	}
 }
 
@@ -180,16 +168,16 @@ int ibf_cntr_trywait(struct ibf_cntr *c)
  * (-FI_EAVAIL), or timeout ms pass (-FI_ETIMEDOUT; -1: no limit).  A
  * counter without a wait object polls.
  */
-static int ibf_cntr_wait_loop(struct ibf_cntr *c, uint64_t threshold,
-			      int timeout)
+static int ibf_cntr_wait(struct fid_cntr *cntr, uint64_t threshold, int timeout)
 {
+	struct ibf_cntr *c = to_ibf_cntr(cntr);
 	uint64_t errs = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
 	struct timespec deadline;
 	int ret;
 
 	ibf_deadline(&deadline, timeout);
 	for (;;) {
-		if (ibf_cntr_read(&c->cntr_fid) >= threshold)
+		if (ibf_cntr_read(cntr) >= threshold)
 			return 0;
 		if (__atomic_load_n(&c->err, __ATOMIC_ACQUIRE) != errs)
 			return -FI_EAVAIL;
@@ -205,33 +193,7 @@ static int ibf_cntr_wait_loop(struct ibf_cntr *c, uint64_t threshold,
 					      ibf_ms_left(&deadline) : -1);
 		if (ret < 0)
 			return ret;	/* the next read lowers the fd */
-		/* Woken by a raise: the only sleeper takes it down, or the
-		 * fd would wake it at once again; with others asleep it
-		 * stays up for them (each looks at the count and sleeps
-		 * again, or returns). */
-		if (ret > 0 && __atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST) == 1 &&
-		    !__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST))
-			ibf_waitfd_lower(&c->wait);
 	}
-}
-
-/*
- * Threads of an FI_THREAD_SAFE domain may wait on one counter while
- * others read it and an FI_PROGRESS_AUTO thread counts into it: each
- * sleeper is counted, so a raise reaches it (SOS's mt_lock_test hung
- * when a read cleared the one waiting flag under a sleeper).
- */
-static int ibf_cntr_wait(struct fid_cntr *cntr, uint64_t threshold, int timeout)
-{
-	struct ibf_cntr *c = to_ibf_cntr(cntr);
-	int ret;
-
-	__atomic_add_fetch(&c->sleepers, 1, __ATOMIC_SEQ_CST);
-	ret = ibf_cntr_wait_loop(c, threshold, timeout);
-	if (!__atomic_sub_fetch(&c->sleepers, 1, __ATOMIC_SEQ_CST) &&
-	    !__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST))
-		ibf_waitfd_lower(&c->wait);
-	return ret;
 }
 
 static struct fi_ops_cntr ibf_cntr_ops = {
