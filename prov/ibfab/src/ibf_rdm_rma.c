@@ -10,10 +10,9 @@
  * messages.  The target's HCA checks the key, the range and the rights,
  * and the initiator learns of a violation as a completion error.
  * fi_writedata adds a WDATA header sent right behind the write on the
- * same QP; RC delivers it after the written
- * bytes, and the target reports it as an FI_REMOTE_CQ_DATA completion
- * carried by one of its receive ops (so the CQ's room, sized for the ops,
- * holds it).
+ * same QP; RC delivers it after the written bytes, and the target reports
+ * it as an FI_REMOTE_CQ_DATA completion carried by one of its receive ops
+ * (so the CQ's room, sized for the ops, holds it).
  *
  * Local buffers need no registration (mr_mode has no FI_MR_LOCAL): up to
  * eager_size bytes go through the op's registered slot (copied in for a
