@@ -8,7 +8,9 @@
  * fi_cntr_wait returns at the threshold, times out, and sleeps until a
  * message arrives; a counter's fd (FI_WAIT_FD) wakes poll(2) after
  * fi_trywait; a poll set names a counter that moved; an endpoint closes
- * while another thread reads its counter.
+ * while another thread reads its counter; threads asleep in fi_cntr_wait
+ * together wake at their thresholds, whoever reads meanwhile, and sleep
+ * without spinning.
  *
  *   ibft_rdm_cntr -p PROV -s ADDR_A [-d ADDR_B]
  */
@@ -16,6 +18,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Poll sets and fi_av_bind are libfabric 1.x API that 2.x deprecates:
  * these tests exercise them on purpose (ibfab serves 1.x callers). */
@@ -171,6 +175,114 @@ static void check_close_while_read(struct node *b)
 	node_close(n);
 }
 
+/* A thread in fi_cntr_wait for threshold, for up to WAIT_MS. */
+struct cntr_sleeper {
+	struct fid_cntr *c;
+	uint64_t threshold;
+	int ret;
+	long ms;
+	pthread_t th;
+	int started;
+};
+
+static void *cntr_sleeper_run(void *arg)
+{
+	struct cntr_sleeper *s = arg;
+	long t0 = now_ms();
+
+	s->ret = fi_cntr_wait(s->c, s->threshold, WAIT_MS);
+	s->ms = now_ms() - t0;
+	return NULL;
+}
+
+static void sleeper_start(struct cntr_sleeper *s, struct fid_cntr *c,
+			  uint64_t threshold)
+{
+	s->c = c;
+	s->threshold = threshold;
+	s->ret = -FI_EOTHER;
+	s->started = !pthread_create(&s->th, NULL, cntr_sleeper_run, s);
+}
+
+/* 1 when s returned 0 in less than half its time. */
+static int sleeper_join(struct cntr_sleeper *s)
+{
+	if (s->started)
+		pthread_join(s->th, NULL);
+	s->started = 0;
+	return s->ret == 0 && s->ms < WAIT_MS / 2;
+}
+
+/* CPU time this process used, in ms. */
+static long cpu_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/*
+ * Threads asleep in fi_cntr_wait on one counter while another reads it
+ * and adds to it (FI_THREAD_SAFE).  One sleeper: a read between its
+ * sleep and the add must not swallow the wake (SOS's mt_lock_test hung
+ * so: its threads read and wait on one counter while ibfab's
+ * FI_PROGRESS_AUTO thread counts into it, and a read cleared the flag
+ * that told a count to raise the fd).  Three sleepers, for one more and
+ * two more: the first add wakes the first only, and the two left sleep,
+ * not spin (under 100 ms of CPU in 400 ms), until a read and the second
+ * add wake them both.
+ */
+static void check_wait_while_read(void)
+{
+	struct cntr_sleeper s[3] = { { 0 } };
+	struct fid_cntr *c = NULL;
+	struct node *n;
+	uint64_t v;
+	long cpu = -1;
+	int ok, i;
+
+	want_threading = FI_THREAD_SAFE;
+	n = node_open(0, FI_MSG, 0);
+	want_threading = FI_THREAD_DOMAIN;
+	if (!n || !(c = cntr_open(n, FI_WAIT_UNSPEC))) {
+		node_close(n);
+		return;
+	}
+	v = fi_cntr_read(c);
+	sleeper_start(&s[0], c, v + 1);
+	usleep(300 * 1000);	/* asleep by now */
+	fi_cntr_read(c);
+	ok = !fi_cntr_add(c, 1);
+	ok = sleeper_join(&s[0]) && ok;
+	IBFT_CHECK(ok, "cntr-wait-while-read", "fi_cntr_wait for a count "
+		   "another thread added after reading the counter: %s after "
+		   "%ld ms", fi_strerror(-s[0].ret), s[0].ms);
+
+	v = fi_cntr_read(c);
+	for (i = 0; i < 3; i++)
+		sleeper_start(&s[i], c, v + (i ? 2 : 1));
+	usleep(300 * 1000);
+	ok = !fi_cntr_add(c, 1);
+	ok = sleeper_join(&s[0]) && ok;
+	if (ok) {
+		cpu = cpu_ms();
+		usleep(400 * 1000);
+		cpu = cpu_ms() - cpu;
+	}
+	fi_cntr_read(c);
+	ok = !fi_cntr_add(c, 1) && ok;
+	for (i = 1; i < 3; i++)
+		ok = sleeper_join(&s[i]) && ok;
+	IBFT_CHECK(ok && cpu < 100, "cntr-wait-sleepers", "three threads in "
+		   "fi_cntr_wait, for one and two more: returned %s, %s, %s "
+		   "(%ld, %ld, %ld ms); %ld ms of CPU while two slept 400 ms",
+		   fi_strerror(-s[0].ret), fi_strerror(-s[1].ret),
+		   fi_strerror(-s[2].ret), s[0].ms, s[1].ms, s[2].ms, cpu);
+	fi_close(&c->fid);
+	node_close(n);
+}
+
 int main(int argc, char **argv)
 {
 	/* r: the fourth receive (BIG) starts 3 * EAGER in. */
@@ -193,6 +305,7 @@ int main(int argc, char **argv)
 	check_bad_open(ns[0]);
 	check_getwait_none(ns[0]);
 	check_arithmetic(ns[0]);
+	check_wait_while_read();
 	tx = cntr_open(ns[0], FI_WAIT_UNSPEC);
 	rx = cntr_open(ns[1], FI_WAIT_FD);
 	if (!tx || !rx || rebind(ns[0], tx, NULL) || rebind(ns[1], NULL, rx) ||

@@ -647,6 +647,17 @@ struct ibf_cntr {
 	int waitable;		/* FI_WAIT_UNSPEC or FI_WAIT_FD */
 	struct ibf_waitfd wait;	/* endpoints' channels + an eventfd */
 	int waiting;		/* fi_trywait passed; changes raise the fd (atomic) */
+	/*
+	 * Threads in fi_cntr_wait (ibf_cntr.c): one, the watcher, sleeps on
+	 * the fd; the others on sleep_cond, which the watcher broadcasts
+	 * each time it wakes.  sleepers is atomic (counts read it) but
+	 * changes under sleep_mutex, as watcher and wakes do.
+	 */
+	pthread_mutex_t sleep_mutex;
+	pthread_cond_t sleep_cond;
+	int sleepers;
+	int watcher;
+	uint64_t wakes;
 	struct ibf_lock lock;	/* the endpoints bound */
 	struct ibf_cntr_src { struct ibf_rdm_ep *rdm; struct ibf_ep *msg; } *src;
 	int nsrc;

@@ -63,29 +63,47 @@ static int ibf_cntr_msg_trywait(struct ibf_ep *ep)
 	return ret;
 }
 
-/* Someone may sleep on the counter: wake them. */
+/*
+ * Someone may sleep on the fd: an application after fi_trywait, or a
+ * thread in fi_cntr_wait.  Seen after the count changed (both sides
+ * store, then load, in sequential consistency), so a sleeper either sees
+ * the new count or is woken by it.
+ */
+static int ibf_cntr_watched(struct ibf_cntr *c)
+{
+	return __atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST) ||
+	       __atomic_load_n(&c->sleepers, __ATOMIC_SEQ_CST);
+}
+
 static void ibf_cntr_wake(struct ibf_cntr *c)
 {
-	if (c->waitable && __atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST))
+	if (c->waitable && ibf_cntr_watched(c))
 		ibf_waitfd_raise(&c->wait);
 }
 
 void ibf_cntr_count(struct ibf_cntr *c, int err)
 {
 	if (unlikely(err))
-		__atomic_add_fetch(&c->err, 1, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&c->err, 1, __ATOMIC_SEQ_CST);
 	else
-		__atomic_add_fetch(&c->value, 1, __ATOMIC_RELEASE);
-	if (unlikely(__atomic_load_n(&c->waiting, __ATOMIC_RELAXED)))
+		__atomic_add_fetch(&c->value, 1, __ATOMIC_SEQ_CST);
+	if (unlikely(ibf_cntr_watched(c)))
 		ibf_cntr_wake(c);
 }
 
-/* A read after fi_trywait: the fd goes quiet until the next trywait. */
+/*
+ * A read after fi_trywait: the fd goes quiet until the next trywait.  Not
+ * while threads are in fi_cntr_wait: one may be on its way to sleep on a
+ * raise it has not seen yet; their watcher lowers it when it wakes.
+ */
 static void ibf_cntr_unwait(struct ibf_cntr *c)
 {
 	if (unlikely(__atomic_load_n(&c->waiting, __ATOMIC_RELAXED))) {
+		pthread_mutex_lock(&c->sleep_mutex);
 		__atomic_store_n(&c->waiting, 0, __ATOMIC_SEQ_CST);
-		ibf_waitfd_lower(&c->wait);
+		if (!c->sleepers)
+			ibf_waitfd_lower(&c->wait);
+		pthread_mutex_unlock(&c->sleep_mutex);
 	}
 }
 
@@ -111,7 +129,7 @@ static int ibf_cntr_add(struct fid_cntr *cntr, uint64_t value)
 {
 	struct ibf_cntr *c = to_ibf_cntr(cntr);
 
-	__atomic_add_fetch(&c->value, value, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&c->value, value, __ATOMIC_SEQ_CST);
 	ibf_cntr_wake(c);
 	return 0;
 }
@@ -120,7 +138,7 @@ static int ibf_cntr_set(struct fid_cntr *cntr, uint64_t value)
 {
 	struct ibf_cntr *c = to_ibf_cntr(cntr);
 
-	__atomic_store_n(&c->value, value, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->value, value, __ATOMIC_SEQ_CST);
 	ibf_cntr_wake(c);
 	return 0;
 }
@@ -129,7 +147,7 @@ static int ibf_cntr_adderr(struct fid_cntr *cntr, uint64_t value)
 {
 	struct ibf_cntr *c = to_ibf_cntr(cntr);
 
-	__atomic_add_fetch(&c->err, value, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&c->err, value, __ATOMIC_SEQ_CST);
 	ibf_cntr_wake(c);
 	return 0;
 }
@@ -138,23 +156,17 @@ static int ibf_cntr_seterr(struct fid_cntr *cntr, uint64_t value)
 {
 	struct ibf_cntr *c = to_ibf_cntr(cntr);
 
-	__atomic_store_n(&c->err, value, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->err, value, __ATOMIC_SEQ_CST);
 	ibf_cntr_wake(c);
 	return 0;
 }
 
-/*
- * 0 when every endpoint is armed with nothing to progress, so a sleep on
- * the wait fd misses nothing; -FI_EAGAIN when there is work (progress
- * and look again).  Sets "waiting": changes from here on raise the fd.
- */
-int ibf_cntr_trywait(struct ibf_cntr *c)
+/* Arms every endpoint bound: 0 when none has anything to progress, so a
+ * sleep on the fd misses nothing; -FI_EAGAIN otherwise. */
+static int ibf_cntr_arm(struct ibf_cntr *c)
 {
 	int ret = 0, i;
 
-	if (!c->waitable)
-		return -FI_EINVAL;
-	__atomic_store_n(&c->waiting, 1, __ATOMIC_SEQ_CST);
 	ibf_lock_acquire(&c->lock);
 	for (i = 0; !ret && i < c->nsrc; i++)
 		ret = c->src[i].rdm ? ibf_rdm_trywait(c->src[i].rdm) :
@@ -164,36 +176,131 @@ int ibf_cntr_trywait(struct ibf_cntr *c)
 }
 
 /*
+ * fi_trywait: 0 when the application may sleep on the fd and miss
+ * nothing; -FI_EAGAIN when there is work (progress and look again).
+ * Sets "waiting", under sleep_mutex so that no watcher in fi_cntr_wait
+ * lowers the fd after deciding it was not watched: changes from here on
+ * raise it until the next read.
+ */
+int ibf_cntr_trywait(struct ibf_cntr *c)
+{
+	if (!c->waitable)
+		return -FI_EINVAL;
+	pthread_mutex_lock(&c->sleep_mutex);
+	__atomic_store_n(&c->waiting, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&c->sleep_mutex);
+	return ibf_cntr_arm(c);
+}
+
+/* 0 when the count reached threshold, -FI_EAVAIL when an operation
+ * failed since the wait began (errs), -FI_ETIMEDOUT, 1 to go on. */
+static int ibf_cntr_done(struct ibf_cntr *c, uint64_t threshold, uint64_t errs,
+			 const struct timespec *deadline, int timeout)
+{
+	if (__atomic_load_n(&c->value, __ATOMIC_SEQ_CST) >= threshold)
+		return 0;
+	if (__atomic_load_n(&c->err, __ATOMIC_SEQ_CST) != errs)
+		return -FI_EAVAIL;
+	if (timeout >= 0 && !ibf_ms_left(deadline))
+		return -FI_ETIMEDOUT;
+	return 1;
+}
+
+/*
+ * sleep_mutex held: sleep on the fd, the watcher of those in
+ * fi_cntr_wait, until it is raised, an endpoint's channel fires or the
+ * deadline passes.  Then lower the fd (unless the application watches it
+ * too: its next read lowers it) and wake the others to look again.
+ */
+static int ibf_cntr_watch(struct ibf_cntr *c, const struct timespec *deadline,
+			  int timeout)
+{
+	int ret;
+
+	c->watcher = 1;
+	pthread_mutex_unlock(&c->sleep_mutex);
+	ret = ibf_waitfd_wait(&c->wait, timeout >= 0 ? ibf_ms_left(deadline) : -1);
+	pthread_mutex_lock(&c->sleep_mutex);
+	c->watcher = 0;
+	if (!__atomic_load_n(&c->waiting, __ATOMIC_SEQ_CST))
+		ibf_waitfd_lower(&c->wait);
+	c->wakes++;
+	pthread_cond_broadcast(&c->sleep_cond);
+	return ret < 0 ? ret : 0;
+}
+
+/* sleep_mutex held: another thread watches the fd; sleep until it wakes
+ * (c->wakes moves on from wakes) or the deadline passes. */
+static void ibf_cntr_follow(struct ibf_cntr *c, uint64_t wakes,
+			    const struct timespec *deadline, int timeout)
+{
+	while (c->wakes == wakes) {
+		if (timeout < 0)
+			pthread_cond_wait(&c->sleep_cond, &c->sleep_mutex);
+		else if (pthread_cond_timedwait(&c->sleep_cond, &c->sleep_mutex,
+						deadline))
+			break;
+	}
+}
+
+/*
  * Until the count reaches threshold (0), an operation fails
  * (-FI_EAVAIL), or timeout ms pass (-FI_ETIMEDOUT; -1: no limit).  A
  * counter without a wait object polls.
+ *
+ * Threads of an FI_THREAD_SAFE domain may wait on one counter together,
+ * while others read it and an FI_PROGRESS_AUTO thread counts into it
+ * (OpenSHMEM's mt_lock_test).  Each counts itself in c->sleepers, so
+ * every change raises the fd while any is here, and no read lowers it
+ * under them.  One sleeps on the fd; the rest wait for it to wake, so
+ * none spins on a raise meant for another.  A thread looks at the count
+ * after it noted c->wakes and after it armed the endpoints: a change it
+ * did not see either raises the fd after that, or was taken by a watcher
+ * that woke since, which moved c->wakes on.
  */
 static int ibf_cntr_wait(struct fid_cntr *cntr, uint64_t threshold, int timeout)
 {
 	struct ibf_cntr *c = to_ibf_cntr(cntr);
-	uint64_t errs = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);
+	uint64_t errs = __atomic_load_n(&c->err, __ATOMIC_SEQ_CST), wakes;
 	struct timespec deadline;
 	int ret;
 
 	ibf_deadline(&deadline, timeout);
-	for (;;) {
-		if (ibf_cntr_read(cntr) >= threshold)
-			return 0;
-		if (__atomic_load_n(&c->err, __ATOMIC_ACQUIRE) != errs)
-			return -FI_EAVAIL;
-		if (timeout >= 0 && !ibf_ms_left(&deadline))
-			return -FI_ETIMEDOUT;
-		if (!c->waitable)
-			continue;
-		ret = ibf_cntr_trywait(c);
-		if (ret == -FI_EAGAIN)
-			continue;
-		if (!ret && __atomic_load_n(&c->value, __ATOMIC_ACQUIRE) < threshold)
-			ret = ibf_waitfd_wait(&c->wait, timeout >= 0 ?
-					      ibf_ms_left(&deadline) : -1);
-		if (ret < 0)
-			return ret;	/* the next read lowers the fd */
+	ibf_cntr_unwait(c);	/* a wait reads: this thread's trywait is over */
+	if (!c->waitable) {
+		do
+			ibf_cntr_progress(c);
+		while ((ret = ibf_cntr_done(c, threshold, errs, &deadline,
+					    timeout)) > 0);
+		return ret;
 	}
+	pthread_mutex_lock(&c->sleep_mutex);
+	__atomic_add_fetch(&c->sleepers, 1, __ATOMIC_SEQ_CST);
+	for (;;) {
+		wakes = c->wakes;
+		pthread_mutex_unlock(&c->sleep_mutex);
+		ibf_cntr_progress(c);
+		ret = ibf_cntr_done(c, threshold, errs, &deadline, timeout);
+		if (ret > 0)
+			ret = ibf_cntr_arm(c);
+		if (!ret)
+			ret = ibf_cntr_done(c, threshold, errs, &deadline, timeout);
+		pthread_mutex_lock(&c->sleep_mutex);
+		if (ret <= 0 && ret != -FI_EAGAIN)
+			break;
+		if (ret == -FI_EAGAIN || c->wakes != wakes)
+			continue;
+		if (!c->watcher) {
+			ret = ibf_cntr_watch(c, &deadline, timeout);
+			if (ret < 0)
+				break;
+		} else {
+			ibf_cntr_follow(c, wakes, &deadline, timeout);
+		}
+	}
+	__atomic_sub_fetch(&c->sleepers, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&c->sleep_mutex);
+	return ret;
 }
 
 static struct fi_ops_cntr ibf_cntr_ops = {
@@ -368,6 +475,8 @@ static int ibf_cntr_close(struct fid *fid)
 	if (c->waitable)
 		ibf_waitfd_close(&c->wait);
 	free(c->src);
+	pthread_cond_destroy(&c->sleep_cond);
+	pthread_mutex_destroy(&c->sleep_mutex);
 	ibf_lock_fini(&c->lock);
 	ibf_ref_put(&c->domain->ref);
 	free(c);
@@ -390,6 +499,24 @@ static struct fi_ops ibf_cntr_fi_ops = {
 	.tostr = ibf_no_tostr,
 	.ops_set = ibf_no_ops_set,
 };
+
+/* fi_cntr_wait's sleepers time out on the clock of ibf_deadline. */
+static int ibf_cntr_sleep_init(struct ibf_cntr *c)
+{
+	pthread_condattr_t attr;
+	int ret;
+
+	ret = pthread_condattr_init(&attr);
+	if (ret)
+		return -ret;
+	ret = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	if (!ret)
+		ret = pthread_cond_init(&c->sleep_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	if (!ret && (ret = pthread_mutex_init(&c->sleep_mutex, NULL)))
+		pthread_cond_destroy(&c->sleep_cond);
+	return -ret;
+}
 
 int ibf_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 		  struct fid_cntr **cntr, void *context)
@@ -427,16 +554,17 @@ int ibf_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
 	c->cntr_fid.fid.ops = &ibf_cntr_fi_ops;
 	c->cntr_fid.ops = &ibf_cntr_ops;
 	c->domain = dom;
-	ibf_lock_init(&c->lock, 1);
 	c->waitable = wait != FI_WAIT_NONE;
-	if (c->waitable) {
-		ret = ibf_waitfd_open(&c->wait, -1);
-		if (ret) {
-			ibf_lock_fini(&c->lock);
-			free(c);
-			return ret;
-		}
+	ret = ibf_cntr_sleep_init(c);
+	if (!ret && c->waitable && (ret = ibf_waitfd_open(&c->wait, -1))) {
+		pthread_cond_destroy(&c->sleep_cond);
+		pthread_mutex_destroy(&c->sleep_mutex);
 	}
+	if (ret) {
+		free(c);
+		return ret;
+	}
+	ibf_lock_init(&c->lock, 1);
 	ibf_ref_get(&dom->ref);
 	*cntr = &c->cntr_fid;
 	return 0;
