@@ -1292,8 +1292,10 @@ int main(int argc, char **argv)
 		test_dead_peer();
 		test_messages_before_close();
 	}
-	if (t && !strcmp(t, "share"))	/* named only: wants few buffers */
+	if (t && !strcmp(t, "share")) {	/* named only: wants few buffers */
 		test_fair_share();
+		test_away_peer();
+	}
 	if (t && !strcmp(t, "linkdown")) {	/* named only: it cuts the wire */
 		test_link_down();
 		test_link_down_stale_rts();

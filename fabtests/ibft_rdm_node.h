@@ -133,5 +133,6 @@ void test_receive_failure(void);
 int big_eager_side(int in, int out);
 /* ibft_rdm_share.c: one greedy peer does not starve the others. */
 void test_fair_share(void);
+void test_away_peer(void);
 
 #endif

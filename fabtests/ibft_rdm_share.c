@@ -11,6 +11,12 @@
  * FI_IBFAB_RDM_UNEXP_MAX=0 for ibfab: 64 in all), A floods it
  * with messages no receive is posted for, then C sends one to a receive T
  * posted first.  Then T receives A's messages: every one arrives, in order.
+ *
+ * And a peer whose application is away (MPICH's sendrecv3 sleeps a
+ * second) must not hold up the sender's posts: with the connection up, A
+ * sends three times T's window of requests while T is not progressed at
+ * all; each send is taken at once (queued beyond the window, not refused),
+ * and once T receives, all arrive in order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +24,8 @@
 #include "ibft_rdm_node.h"
 
 enum { SHARE_N = 256, SHARE_LEN = 64, SHARE_RX = 64, SHARE_FLOOD_MS = 3000 };
+/* Three windows of T's 64 buffers (ibfab gives each peer a quarter). */
+enum { AWAY_N = 48 };
 
 
 /* A sends message i (tag 1, bytes from seed i + 1): 0, or -FI_EAGAIN. */
@@ -110,6 +118,89 @@ void test_fair_share(void)
 		   "rdm-share-greedy-delivered", "once T received, A's %d messages "
 		   "did not all arrive whole and in order, or its sends did not "
 		   "all complete", SHARE_N);
+out:
+	free(sbuf);
+	free(rbuf);
+	close_all();
+}
+
+/* T receives n messages of tag from A in order (bytes from seed i + 1),
+ * and A's n sends complete (done of them have): 1 when all did. */
+static int away_drain(struct node *t, struct node *a, uint8_t *rbuf, int n,
+		      uint64_t tag, int done)
+{
+	int i, got = 0, ok = 1;
+	long end = now_ms() + 4 * WAIT_MS;
+	struct comp c;
+
+	for (i = 0; ok && i < n; i++)
+		ok = !POST(fi_trecv(t->ep, rbuf + (size_t)i * SHARE_LEN, SHARE_LEN,
+				    NULL, FI_ADDR_UNSPEC, tag, 0,
+				    rbuf + (size_t)i * SHARE_LEN));
+	while (ok && (got < n || done < n) && now_ms() < end) {
+		poll_all();
+		while (!wait_comp(t, &c, 0)) {
+			uint8_t *at = rbuf + (size_t)got * SHARE_LEN;
+
+			if (c.err || c.e.op_context != at || c.e.len != SHARE_LEN ||
+			    !ibft_verify(at, SHARE_LEN, (unsigned)got + 1))
+				return 0;
+			got++;
+		}
+		while (!wait_comp(a, &c, 0)) {
+			if (c.err)
+				return 0;
+			done++;
+		}
+	}
+	return ok && got == n && done == n;
+}
+
+void test_away_peer(void)
+{
+	uint8_t *sbuf = xbuf((size_t)AWAY_N * SHARE_LEN);
+	uint8_t *rbuf = xbuf((size_t)AWAY_N * SHARE_LEN);
+	uint8_t m[16] = "hello", r[16] = { 0 };
+	struct node *ns[2];
+	struct comp c;
+	int i, refused = 0, done = 0, ok;
+	ssize_t ret = 0;
+
+	if (ibft_deviates("verbs;ofi_rxm", "rdm-away-peer", "rxm refuses a "
+			  "send (-FI_EAGAIN) once its credits for the peer are "
+			  "spent, until the peer's progress returns them"))
+		goto out;
+	ns[0] = node_open(0, FI_TAGGED, 0);	/* T */
+	ns[1] = node_open(1, FI_TAGGED, 0);	/* A */
+	ok = ns[0] && ns[1] && !insert_all(ns, 2) &&
+	     !fi_trecv(ns[0]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 3, 0, r) &&
+	     !POST(fi_tsend(ns[1]->ep, m, sizeof(m), NULL, ns[1]->peer[0], 3, m)) &&
+	     !wait_comp(ns[0], &c, WAIT_MS) && !c.err &&
+	     !wait_comp(ns[1], &c, WAIT_MS) && !c.err;
+	if (!IBFT_CHECK(ok, "rdm-away-setup", "two endpoints, one message"))
+		goto out;
+	/* T is not progressed from here until every send is posted. */
+	for (i = 0; i < AWAY_N; i++) {
+		uint8_t *at = sbuf + (size_t)i * SHARE_LEN;
+
+		ibft_fill(at, SHARE_LEN, (unsigned)i + 1);
+		while ((ret = fi_tsend(ns[1]->ep, at, SHARE_LEN, NULL,
+				       ns[1]->peer[0], 4, at)) == -FI_EAGAIN &&
+		       refused < 1000) {
+			refused++;
+			if (!wait_comp_alone(ns[1], &c, 10))
+				done++;
+		}
+		if (ret)
+			break;
+	}
+	IBFT_CHECK(!ret && !refused, "rdm-away-peer", "%d sends to a peer whose "
+		   "application is away: send %d answered %s, %d tries refused "
+		   "for now (a send should not wait for the peer's progress)",
+		   AWAY_N, i, fi_strerror((int)-ret), refused);
+	IBFT_CHECK(away_drain(ns[0], ns[1], rbuf, i, 4, done), "rdm-away-delivered",
+		   "once the peer received, the %d messages did not all arrive "
+		   "whole and in order, or the sends did not all complete", i);
 out:
 	free(sbuf);
 	free(rbuf);

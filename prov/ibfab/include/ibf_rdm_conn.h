@@ -221,7 +221,9 @@ void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep);
 int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
 		     struct ibf_rdm_conn **conn);
 /* Send op, built whole in op->mem (wire_len bytes, tx_state set): posted
- * now if conn is up, else queued while conn (re)connects. */
+ * now if conn is up, else queued while conn (re)connects, or until the
+ * peer grants a request beyond its window; -FI_EAGAIN when the send
+ * queue is full. */
 ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
 /* Post a send whose header is in op->mem; -FI_EAGAIN when conn's send
  * queue is full, -FI_ENOTCONN when conn has no QP (it ended, perhaps since

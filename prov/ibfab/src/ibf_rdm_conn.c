@@ -817,6 +817,18 @@ static int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	return ret;
 }
 
+/*
+ * post_built's ret was -FI_EAGAIN because op is a request and the peer's
+ * window is spent (not because the send queue is full): only the peer's
+ * progress brings more, and its application may be away a while.
+ */
+static int ibf_rdm_window_spent(struct ibf_rdm_conn *conn,
+				const struct ibf_rdm_op *op, int ret)
+{
+	return ret == -FI_EAGAIN && ibf_rdm_is_request(op) &&
+	       __atomic_load_n(&conn->window, __ATOMIC_ACQUIRE) <= 0;
+}
+
 int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_send_wr *wr)
 {
@@ -850,9 +862,9 @@ void ibf_rdm_credit_untake(struct ibf_rdm_conn *conn)
 
 /*
  * cm_lock held, connection established: post the queue, then go direct.
- * A queue longer than the QP's send queue is posted as slots come back
- * (ibf_rdm_credit_return calls again); until it is empty, new sends queue
- * behind it, so order holds.
+ * A queue longer than the QP's send queue or the peer's window is posted
+ * as slots and grants come back (ibf_rdm_queue_resume); until it is
+ * empty, new sends queue behind it, so order holds.
  */
 void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn)
 {
@@ -908,7 +920,8 @@ void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn)
 	    !__atomic_load_n(&conn->established, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&ep->cm_lock);
-	if (conn->established && conn->state != IBF_CONN_CONNECTED)
+	if (conn->established &&
+	    (conn->state != IBF_CONN_CONNECTED || conn->queue_head))
 		ibf_rdm_conn_flush(conn);
 	pthread_mutex_unlock(&ep->cm_lock);
 }
@@ -1076,25 +1089,43 @@ int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
 	return 0;
 }
 
+/*
+ * A request beyond the peer's window is queued, not refused: a peer whose
+ * application is busy elsewhere (MPICH's sendrecv3 sleeps a second) grants
+ * nothing meanwhile, and a sender should not have to wait for it to post
+ * a send.  What bounds the queue is the sender's own ops (tx_size): they
+ * answer -FI_EAGAIN once all are taken.  The peer's buffers stay as safe
+ * as before, since nothing queued is sent before its grant.
+ */
 ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_ep *ep = conn->ep;
 	int ret = -FI_ENOTCONN;
 
 	if (likely(__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE) ==
-		   IBF_CONN_CONNECTED))
+		   IBF_CONN_CONNECTED) &&
+	    likely(!__atomic_load_n(&conn->queue_head, __ATOMIC_RELAXED))) {
 		ret = ibf_rdm_post_built(conn, op);
-	if (likely(ret != -FI_ENOTCONN))
-		return ret;
-	/* Not up, or it ended since we looked: queue and (re)connect. */
+		if (likely(ret != -FI_ENOTCONN) &&
+		    likely(!ibf_rdm_window_spent(conn, op, ret)))
+			return ret;
+	}
+	/* Not up, or it ended since we looked, or sends wait for the peer's
+	 * window: queue and (re)connect. */
 	ret = 0;
 	pthread_mutex_lock(&ep->cm_lock);
 	switch (__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE)) {
 	case IBF_CONN_CONNECTED:
 		/* Under cm_lock: the connection cannot end meanwhile. */
+		if (conn->queue_head)
+			break;		/* behind those, so order holds */
 		ret = ibf_rdm_post_built(conn, op);
-		pthread_mutex_unlock(&ep->cm_lock);
-		return ret;
+		if (!ibf_rdm_window_spent(conn, op, ret)) {
+			pthread_mutex_unlock(&ep->cm_lock);
+			return ret;
+		}
+		ret = 0;
+		break;
 	case IBF_CONN_IDLE:
 		ret = ibf_rdm_conn_start(conn);
 		break;

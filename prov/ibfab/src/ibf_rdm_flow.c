@@ -17,8 +17,9 @@
  *     bytes (immediate: how many) from the connection's grant op;
  *   - a request with no credit is a peer that ignores the protocol: the
  *     caller ends its connection, and it costs no one else.
- * A sender out of credits answers -FI_EAGAIN: it is slowed while the
- * others go on.  ep->lock held unless said otherwise.
+ * A sender out of credits queues its requests (ibf_rdm_conn_send) until
+ * grants come, and answers -FI_EAGAIN once its ops are all taken: it is
+ * slowed while the others go on.  ep->lock held unless said otherwise.
  */
 #include "config.h"
 
