@@ -37,6 +37,30 @@ static ssize_t share_send(struct node *a, fi_addr_t to_t, uint8_t *sbuf, int i)
 	return fi_tsend(a->ep, at, SHARE_LEN, NULL, to_t, 1, at);
 }
 
+/* The completions T and A have: T's receives, message *got on, each
+ * whole and in order (bytes from seed i + 1), and A's sends (*done so
+ * far); 0 at the first that is not. */
+static int share_take(struct node *t, struct node *a, uint8_t *rbuf,
+		      int *got, int *done)
+{
+	struct comp c;
+	uint8_t *at;
+
+	while (!wait_comp(t, &c, 0)) {
+		at = rbuf + (size_t)*got * SHARE_LEN;
+		if (c.err || c.e.op_context != at || c.e.len != SHARE_LEN ||
+		    !ibft_verify(at, SHARE_LEN, (unsigned)*got + 1))
+			return 0;
+		(*got)++;
+	}
+	while (!wait_comp(a, &c, 0)) {
+		if (c.err)
+			return 0;
+		(*done)++;
+	}
+	return 1;
+}
+
 /* T takes A's messages in order while A sends the rest; 1 if every one
  * of them arrived whole and in order, and A's sends all completed. */
 static int share_drain(struct node *t, struct node *a, uint8_t *sbuf,
@@ -44,7 +68,6 @@ static int share_drain(struct node *t, struct node *a, uint8_t *sbuf,
 {
 	int posted = 0, got = 0, done = 0;
 	long end = now_ms() + 4 * WAIT_MS;
-	struct comp c;
 	uint8_t *at;
 
 	while ((got < SHARE_N || done < SHARE_N) && now_ms() < end) {
@@ -55,18 +78,8 @@ static int share_drain(struct node *t, struct node *a, uint8_t *sbuf,
 		if (sent < SHARE_N && !share_send(a, a->peer[0], sbuf, sent))
 			sent++;
 		poll_all();
-		while (!wait_comp(t, &c, 0)) {
-			at = rbuf + (size_t)got * SHARE_LEN;
-			if (c.err || c.e.op_context != at || c.e.len != SHARE_LEN ||
-			    !ibft_verify(at, SHARE_LEN, (unsigned)got + 1))
-				return 0;
-			got++;
-		}
-		while (!wait_comp(a, &c, 0)) {
-			if (c.err)
-				return 0;
-			done++;
-		}
+		if (!share_take(t, a, rbuf, &got, &done))
+			return 0;
 	}
 	return got == SHARE_N && done == SHARE_N;
 }
@@ -131,7 +144,6 @@ static int away_drain(struct node *t, struct node *a, uint8_t *rbuf, int n,
 {
 	int i, got = 0, ok = 1;
 	long end = now_ms() + 4 * WAIT_MS;
-	struct comp c;
 
 	for (i = 0; ok && i < n; i++)
 		ok = !POST(fi_trecv(t->ep, rbuf + (size_t)i * SHARE_LEN, SHARE_LEN,
@@ -139,19 +151,8 @@ static int away_drain(struct node *t, struct node *a, uint8_t *rbuf, int n,
 				    rbuf + (size_t)i * SHARE_LEN));
 	while (ok && (got < n || done < n) && now_ms() < end) {
 		poll_all();
-		while (!wait_comp(t, &c, 0)) {
-			uint8_t *at = rbuf + (size_t)got * SHARE_LEN;
-
-			if (c.err || c.e.op_context != at || c.e.len != SHARE_LEN ||
-			    !ibft_verify(at, SHARE_LEN, (unsigned)got + 1))
-				return 0;
-			got++;
-		}
-		while (!wait_comp(a, &c, 0)) {
-			if (c.err)
-				return 0;
-			done++;
-		}
+		if (!share_take(t, a, rbuf, &got, &done))
+			return 0;
 	}
 	return ok && got == n && done == n;
 }
