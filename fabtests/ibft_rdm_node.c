@@ -328,17 +328,22 @@ char **ibft_argv;
 
 int spawn(struct child *ch, const char *role)
 {
+	char exe[4096];
+	ssize_t len;
 	int a[2], b[2];
 
-	if (pipe(a) || pipe(b))
+	/* The path, not /proc/self/exe: under valgrind that is valgrind. */
+	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (len <= 0 || pipe(a) || pipe(b))
 		return -1;
+	exe[len] = '\0';
 	fflush(stdout);
 	ch->pid = fork();
 	if (ch->pid == 0) {
 		dup2(a[0], 3);
 		dup2(b[1], 4);
 		setenv("IBFT_RDM_CHILD", role, 1);
-		execv("/proc/self/exe", ibft_argv);
+		execv(exe, ibft_argv);
 		_exit(127);
 	}
 	close(a[0]);
