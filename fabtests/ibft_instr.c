@@ -4,9 +4,9 @@
  * (or one one-sided operation at a time) whose measured stretches are
  * bracketed by callgrind's client requests, so that set-up, warm-up and
  * the peer's start are never counted, and that counts the fi_cq_read calls
- * that found nothing, so their cost can be taken out.  Run it alone and it
- * runs as a ping-pong; fabtests/run-instr runs it under callgrind and does
- * the arithmetic.
+ * that found nothing, so their cost can be taken out.  Without callgrind
+ * it does the same work, uncounted; fabtests/run-instr runs it under
+ * callgrind and does the arithmetic.
  *
  *   ibft_instr -p PROV -s ADDR0 -d ADDR1 -t TEST -m SIZE -n N
  *
@@ -27,7 +27,6 @@
  * The difference of two stretches cancels what a stretch costs once.
  * Only the calling thread is counted: data progress is asked to be manual.
  */
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -79,9 +78,19 @@ struct side {
 	struct fi_context ctx[2];
 };
 
+/* Offsets past the two areas: the flag, its source, a fetch's result. */
+#define FLAG_AT(s) (2 * (s)->area)
+#define FLAG_SRC_AT(s) (2 * (s)->area + 8)
+#define RESULT_AT(s) (2 * (s)->area + 16)
+
 static volatile uint64_t *flag_of(struct side *s)
 {
-	return (volatile uint64_t *)(s->mem + 2 * s->area);
+	return (volatile uint64_t *)(s->mem + FLAG_AT(s));
+}
+
+static uint64_t *result_of(struct side *s)
+{
+	return (uint64_t *)(s->mem + RESULT_AT(s));
 }
 
 /* One fi_cq_read of up to n entries: how many came, or -1 on an error. */
@@ -164,7 +173,6 @@ static int post_recv(struct side *s)
 static int post_one_sided(struct side *s, enum kind k, size_t loff, size_t roff,
 			  size_t len)
 {
-	uint64_t *result = (uint64_t *)(s->mem + 2 * s->area + 16);
 	static const uint64_t one = 1;
 	uint64_t raddr = s->there.addr + roff;
 	ssize_t ret;
@@ -176,7 +184,7 @@ static int post_one_sided(struct side *s, enum kind k, size_t loff, size_t roff,
 		ret = POST_REAP(s, fi_read(s->ep, s->mem + loff, len, s->desc,
 					   s->peer, raddr, s->there.key, &s->ctx[0]));
 	else
-		ret = POST_REAP(s, fi_fetch_atomic(s->ep, &one, 1, NULL, result,
+		ret = POST_REAP(s, fi_fetch_atomic(s->ep, &one, 1, NULL, result_of(s),
 						   s->desc, s->peer, raddr,
 						   s->there.key, FI_UINT64, FI_SUM,
 						   &s->ctx[0]));
@@ -243,8 +251,8 @@ static int loop_region(struct side *s, const char *label, int n, uint64_t r)
 	CALLGRIND_DUMP_STATS_AT(label);
 	report(s, label, n, s->empty - e0);
 	if (!ret && s->kind != PINGPONG && s->initiator) {
-		*(uint64_t *)(s->mem + 2 * s->area + 8) = r;
-		ret = post_one_sided(s, WRITE, 2 * s->area + 8, 2 * s->area, 8) ||
+		*(uint64_t *)(s->mem + FLAG_SRC_AT(s)) = r;
+		ret = post_one_sided(s, WRITE, FLAG_SRC_AT(s), FLAG_AT(s), 8) ||
 		      reap(s, 1);
 	}
 	return ret;
@@ -385,7 +393,6 @@ static int parse_test(struct side *s, const char *t)
 static int run(struct side *s)
 {
 	int n = ibft_opts.iters, ret;
-	uint64_t *result = (uint64_t *)(s->mem + 2 * s->area + 16);
 
 	s->deadline = now_ms() + 120000;
 	if (s->kind == PINGPONG && post_recv(s))
@@ -397,9 +404,9 @@ static int run(struct side *s)
 	      idle_region(s, "idle1", IDLE) || idle_region(s, "idle2", 3 * IDLE) ||
 	      barrier(s);
 	if (!ret && s->kind == FADD && s->initiator &&
-	    *result != (uint64_t)(WARM + 4 * n - 1)) {
+	    *result_of(s) != (uint64_t)(WARM + 4 * n - 1)) {
 		fprintf(stderr, "ibft_instr: the last fetch returned %llu, not %d\n",
-			(unsigned long long)*result, WARM + 4 * n - 1);
+			(unsigned long long)*result_of(s), WARM + 4 * n - 1);
 		ret = -1;
 	}
 	return ret ? -1 : 0;
