@@ -70,34 +70,15 @@ static inline struct ibf_cntr *ibf_tx_cntr(const struct ibf_ep *ep,
 	return ep->cntr[IBF_EP_CNTR_SEND];
 }
 
-static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
+/* Post one send-side work request whose SGEs are filled (len bytes). */
+static inline ssize_t ibf_ep_post_tx_sge(struct ibf_ep *ep,
+					 const struct ibf_tx *tx,
+					 struct ibv_sge *sge, size_t len,
+					 int inline_ok)
 {
-	struct ibv_sge sge[IBF_MAX_SGE];
 	struct ibv_send_wr wr, *bad;
 	struct ibf_op *op;
-	size_t len = 0;
-	int inline_ok, ret;
-
-	if (unlikely(tx->count > ep->tx_iov_limit)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs, tx iov_limit "
-			       "is %zu\n", tx->count, ep->tx_iov_limit);
-		return -FI_EINVAL;
-	}
-	if (unlikely(ibf_iov_sum(tx->iov, tx->count, &len))) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "iov lengths whose sum "
-			       "wraps\n");
-		return -FI_EINVAL;
-	}
-	/* Small sends and writes go inline: the buffer is free on return. */
-	inline_ok = tx->opcode != IBV_WR_RDMA_READ && len <= ep->inject_size;
-	if (unlikely((tx->flags & FI_INJECT) && !inline_ok)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "inject of %zu bytes, "
-			       "inject_size is %zu\n", len, ep->inject_size);
-		return -FI_EINVAL;
-	}
-	ret = ibf_fill_sge(sge, tx->iov, tx->desc, tx->count, !inline_ok, &len);
-	if (unlikely(ret))
-		return ret;
+	int ret;
 
 	wr.next = NULL;
 	wr.sg_list = sge;
@@ -128,6 +109,54 @@ static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 		ep->tx.head++;
 	ibf_lock_release(&ep->tx_lock);
 	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
+}
+
+static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
+{
+	struct ibv_sge sge[IBF_MAX_SGE];
+	size_t len = 0;
+	int inline_ok, ret;
+
+	if (unlikely(tx->count > ep->tx_iov_limit)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "%zu iovs, tx iov_limit "
+			       "is %zu\n", tx->count, ep->tx_iov_limit);
+		return -FI_EINVAL;
+	}
+	if (unlikely(ibf_iov_sum(tx->iov, tx->count, &len))) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "iov lengths whose sum "
+			       "wraps\n");
+		return -FI_EINVAL;
+	}
+	/* Small sends and writes go inline: the buffer is free on return. */
+	inline_ok = tx->opcode != IBV_WR_RDMA_READ && len <= ep->inject_size;
+	if (unlikely((tx->flags & FI_INJECT) && !inline_ok)) {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "inject of %zu bytes, "
+			       "inject_size is %zu\n", len, ep->inject_size);
+		return -FI_EINVAL;
+	}
+	ret = ibf_fill_sge(sge, tx->iov, tx->desc, tx->count, !inline_ok, &len);
+	if (unlikely(ret))
+		return ret;
+	return ibf_ep_post_tx_sge(ep, tx, sge, len, inline_ok);
+}
+
+/*
+ * One buffer small enough to go inline (the common small send, write and
+ * inject): no iov walk and no key.  Anything else takes the general path,
+ * which checks and says what is wrong.
+ */
+static inline ssize_t ibf_ep_post_tx_one(struct ibf_ep *ep,
+					 const struct ibf_tx *tx)
+{
+	struct ibv_sge sge;
+
+	if (unlikely(tx->iov[0].iov_len > ep->inject_size ||
+		     tx->opcode == IBV_WR_RDMA_READ))
+		return ibf_ep_post_tx(ep, tx);
+	sge.addr = (uintptr_t)tx->iov[0].iov_base;
+	sge.length = (uint32_t)tx->iov[0].iov_len;
+	sge.lkey = 0;
+	return ibf_ep_post_tx_sge(ep, tx, &sge, tx->iov[0].iov_len, 1);
 }
 
 /*
@@ -229,6 +258,27 @@ static inline ssize_t ibf_ep_post_rx(struct ibf_ep *ep, const struct iovec *iov,
 		return ret;
 	return ibf_ep_post_rx_sge(ep, sge, count, len, count ? iov[0].iov_base : NULL,
 				  context, comp, flags);
+}
+
+/*
+ * fi_recv's one registered buffer on an endpoint with a receive queue of
+ * its own: no iov walk.  Anything else (shared receive context,
+ * multi-receive, no or a foreign descriptor, an empty or oversized buffer)
+ * takes the general path, which checks and says what is wrong.
+ */
+static inline ssize_t ibf_ep_post_rx_one(struct ibf_ep *ep, void *buf,
+					 size_t len, void *desc, void *context,
+					 int comp, uint64_t flags)
+{
+	struct iovec iov = { buf, len };
+	struct ibv_sge sge;
+
+	if (unlikely(ep->srx || (flags & FI_MULTI_RECV) || !len ||
+		     len > UINT32_MAX || ibf_desc_lkey(desc, &sge.lkey)))
+		return ibf_ep_post_rx(ep, &iov, &desc, 1, context, comp, flags);
+	sge.addr = (uintptr_t)buf;
+	sge.length = (uint32_t)len;
+	return ibf_ep_post_rx_sge(ep, &sge, 1, len, buf, context, comp, flags);
 }
 
 #endif /* IBF_POST_H */

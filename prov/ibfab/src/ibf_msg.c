@@ -10,11 +10,10 @@ static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 			    void *desc, fi_addr_t src_addr, void *context)
 {
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
-	struct iovec iov = { buf, len };
 
-	return ibf_ep_post_rx(ep, &iov, &desc, 1, context,
-			      ibf_rx_wants_comp(ep, ep->rx_op_flags),
-			      ep->rx_op_flags);
+	return ibf_ep_post_rx_one(ep, buf, len, desc, context,
+				  ibf_rx_wants_comp(ep, ep->rx_op_flags),
+				  ep->rx_op_flags);
 }
 
 static ssize_t ibf_msg_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -55,7 +54,8 @@ static inline ssize_t ibf_send(struct ibf_ep *ep, const struct iovec *iov,
 		.comp = comp,
 	};
 
-	return ibf_ep_post_tx(ep, &tx);
+	return count == 1 ? ibf_ep_post_tx_one(ep, &tx) :
+			    ibf_ep_post_tx(ep, &tx);
 }
 
 static ssize_t ibf_msg_send(struct fid_ep *ep_fid, const void *buf, size_t len,

@@ -29,7 +29,8 @@ static inline ssize_t ibf_rma(struct ibf_ep *ep, enum ibv_wr_opcode opcode,
 			       (unsigned long long)key);
 		return -FI_EINVAL;
 	}
-	return ibf_ep_post_tx(ep, &tx);
+	return count == 1 ? ibf_ep_post_tx_one(ep, &tx) :
+			    ibf_ep_post_tx(ep, &tx);
 }
 
 static enum ibv_wr_opcode ibf_write_opcode(uint64_t flags)
