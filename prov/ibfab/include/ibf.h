@@ -406,32 +406,53 @@ void __tsan_release(void *addr);
 #define ibf_tsan_acquire(p) ((void)(p))
 #endif
 
+/*
+ * The lock the threading level asks for, or none.  A test-and-set
+ * spinlock written inline: the data path takes two to four of these per
+ * message, and glibc's pthread_spin_lock/unlock are calls through the PLT
+ * for what is one exchange and one store (about 7 instructions a pair,
+ * counted by fabtests/run-instr).  Holders never sleep and hold it for a
+ * few hundred instructions at most.
+ */
+/* A spinning CPU tells the core so (it yields to its sibling thread). */
+static inline void ibf_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 struct ibf_lock {
-	pthread_spinlock_t spin;
+	int busy;
 	int enabled;
 };
 
 static inline void ibf_lock_init(struct ibf_lock *lk, int enabled)
 {
 	lk->enabled = enabled;
-	pthread_spin_init(&lk->spin, PTHREAD_PROCESS_PRIVATE);
+	lk->busy = 0;
 }
 
 static inline void ibf_lock_fini(struct ibf_lock *lk)
 {
-	pthread_spin_destroy(&lk->spin);
+	(void)lk;
 }
 
 static inline void ibf_lock_acquire(struct ibf_lock *lk)
 {
-	if (lk->enabled)
-		pthread_spin_lock(&lk->spin);
+	if (!lk->enabled)
+		return;
+	while (__atomic_exchange_n(&lk->busy, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&lk->busy, __ATOMIC_RELAXED))
+			ibf_cpu_relax();
 }
 
 static inline void ibf_lock_release(struct ibf_lock *lk)
 {
 	if (lk->enabled)
-		pthread_spin_unlock(&lk->spin);
+		__atomic_store_n(&lk->busy, 0, __ATOMIC_RELEASE);
 }
 
 /* Does this threading level let several threads use one CQ or EP at once? */
@@ -592,8 +613,29 @@ struct ibf_cq_report {
 /* fd: the endpoint's completion channel, or -1 if it has none. */
 int ibf_cq_add_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd);
 void ibf_cq_del_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd);
-/* ibf_rdm_msg.c: move an RDM endpoint's data (its CQ, its CM work). */
-void ibf_rdm_progress(struct ibf_rdm_ep *ep);
+/*
+ * A read of the CQ in progress: fi_cq_read's own buffer, which the
+ * progress it runs may write completions of that CQ into directly,
+ * instead of queueing them in the soft ring to be copied out and released
+ * after (two passes and a second take of the endpoint's lock).
+ */
+struct ibf_cq_sink {
+	struct ibf_cq *cq;
+	void *buf;
+	fi_addr_t *src;		/* FI_SOURCE addresses, or NULL */
+	size_t count, n;	/* room, and entries written */
+};
+/*
+ * The reader holds cq->lock, the caller op's endpoint lock: write op's
+ * completion into the sink if it may go there now (room left, nothing
+ * older waiting in the CQ).  Returns 1 if it did; the caller then frees
+ * op.  0: queue it as before.
+ */
+int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op);
+
+/* ibf_rdm_proto.c: move an RDM endpoint's data (its CQ, its CM work);
+ * sink, if not NULL, is the read of one of its CQs that runs it. */
+void ibf_rdm_progress(struct ibf_rdm_ep *ep, struct ibf_cq_sink *sink);
 /* 0 when it is armed and has nothing: a wait may sleep; or -FI_EAGAIN. */
 int ibf_rdm_trywait(struct ibf_rdm_ep *ep);
 

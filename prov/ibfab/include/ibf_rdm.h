@@ -136,6 +136,8 @@ struct ibf_rdm_ep {
 	int auto_progress;	/* FI_PROGRESS_AUTO: the thread progresses too */
 	int soft_reserved;
 	const struct ibf_rdm_upcalls *up;	/* the layers' way up */
+	/* The CQ read running progress now, or NULL (under lock). */
+	struct ibf_cq_sink *sink;
 	/* Counters bound, by what they count (enum ibf_rdm_cntr_kind). */
 	struct ibf_cntr *cntr[IBF_RDM_CNTRS];
 
@@ -230,6 +232,16 @@ struct ibf_rdm_ep {
 static inline void ibf_rdm_bounce_arrived(struct ibf_rdm_ep *ep)
 {
 	ep->srq_posted--;
+}
+
+/* Progress: free the QP maps replaced since the last call.  One atomic
+ * load when there are none (the common case, inline on every poll). */
+static inline void ibf_rdm_qp_map_retire(struct ibf_rdm_ep *ep)
+{
+	struct ibf_qp_map *m = __atomic_load_n(&ep->qp_map, __ATOMIC_ACQUIRE);
+
+	if (unlikely(m && __atomic_load_n(&m->retired, __ATOMIC_RELAXED)))
+		ibf_rdm_qp_map_free_retired(ep);
 }
 
 /* Whether conn is either half of a connection to ep itself. */

@@ -367,8 +367,9 @@ int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id);
 void ibf_rdm_qp_map_free(struct ibf_rdm_ep *ep);
 /* qp_num's QP is destroyed: arrivals can no longer name it. */
 void ibf_rdm_qp_map_del(struct ibf_rdm_ep *ep, uint32_t qp_num);
-/* Progress: free the maps replaced since the last call (ibf_rdm_conn.c). */
-void ibf_rdm_qp_map_retire(struct ibf_rdm_ep *ep);
+/* Progress found maps replaced since its last call: free them
+ * (ibf_rdm_qp_map_retire in ibf_rdm.h checks first). */
+void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep *ep);
 
 /* ibf_rdm_grave.c.  Done with id (of conn, or NULL): its QP to the error
  * state and drained, then id and QP destroyed by the thread. */

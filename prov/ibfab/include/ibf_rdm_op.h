@@ -188,7 +188,12 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err);
 /* The CQ has handed op's completion out (CQ lock held, not ep->lock). */
 void ibf_rdm_release(struct ibf_op *op);
 /* Drop the registrations op made or holds. */
-void ibf_rdm_unregister(struct ibf_rdm_op *op);
+void ibf_rdm_unregister_any(struct ibf_rdm_op *op);
+static inline void ibf_rdm_unregister(struct ibf_rdm_op *op)
+{
+	if (unlikely(op->nmr || op->nmrc))	/* most ops register nothing */
+		ibf_rdm_unregister_any(op);
+}
 /*
  * The lkey of [addr, addr + len) for the device's own use by op (access:
  * IBV_ACCESS_LOCAL_WRITE if it writes there): from the domain's
@@ -209,8 +214,19 @@ int ibf_rdm_iov_sges(struct ibf_rdm_op *op, size_t len, struct ibv_sge *sge);
 size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count);
 /* An application's iovs for what ("a send"): at most limit of them, and
  * lengths whose sum fits, into *len; else -FI_EINVAL and a warning. */
-int ibf_rdm_iov_check(const struct iovec *iov, size_t count, size_t limit,
-		      size_t *len, const char *what);
+int ibf_rdm_iov_check_any(const struct iovec *iov, size_t count,
+			  size_t limit, size_t *len, const char *what);
+/* Inline for the one-buffer call every fi_send and fi_recv makes. */
+static inline int ibf_rdm_iov_check(const struct iovec *iov, size_t count,
+				    size_t limit, size_t *len,
+				    const char *what)
+{
+	if (likely(count == 1 && limit && iov)) {
+		*len = iov[0].iov_len;
+		return 0;
+	}
+	return ibf_rdm_iov_check_any(iov, count, limit, len, what);
+}
 /* Gather count iovs into dst. */
 void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count);
 

@@ -39,7 +39,7 @@ static void ibf_cntr_progress(struct ibf_cntr *c)
 	ibf_lock_acquire(&c->lock);
 	for (i = 0; i < c->nsrc; i++) {
 		if (c->src[i].rdm) {
-			ibf_rdm_progress(c->src[i].rdm);
+			ibf_rdm_progress(c->src[i].rdm, NULL);
 			continue;
 		}
 		scq = ibf_ep_send_cq(c->src[i].msg);

@@ -110,16 +110,23 @@ static void ibf_cq_count(const struct ibv_wc *wc)
 		ibf_cntr_count(op->cntr, wc->status != IBV_WC_SUCCESS);
 }
 
-static int ibf_cq_fetch(struct ibf_cq *cq, struct ibv_wc *wc, int max)
+static int ibf_cq_fetch_hw(struct ibf_cq *cq, struct ibv_wc *wc, int max)
 {
 	int n, i;
 
-	if (!__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE))
-		return 0;	/* nothing fills it */
 	n = ibv_poll_cq(cq->cq, max, wc);
 	for (i = 0; i < n; i++)
 		ibf_cq_count(&wc[i]);
 	return n;
+}
+
+/* Inline: an RDM endpoint's CQ is never filled by a QP, and its every
+ * read comes here. */
+static inline int ibf_cq_fetch(struct ibf_cq *cq, struct ibv_wc *wc, int max)
+{
+	if (!__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE))
+		return 0;	/* nothing fills it */
+	return ibf_cq_fetch_hw(cq, wc, max);
 }
 
 /*
@@ -243,12 +250,35 @@ static void ibf_cq_soft_purge(struct ibf_cq *cq, const struct ibf_drain *d)
  * which reading either of their CQs progresses (data moves in fi_cq_read:
  * FI_PROGRESS_MANUAL), and whose channel this CQ's wait object watches.
  */
-static inline void ibf_cq_progress_rdm(struct ibf_cq *cq)
+static inline void ibf_cq_progress_rdm(struct ibf_cq *cq,
+				       struct ibf_cq_sink *sink)
 {
 	int i;
 
+	if (likely(cq->nrdm == 1)) {	/* one endpoint per CQ, the usual */
+		ibf_rdm_progress(cq->rdm[0], sink);
+		return;
+	}
 	for (i = 0; i < cq->nrdm; i++)
-		ibf_rdm_progress(cq->rdm[i]);
+		ibf_rdm_progress(cq->rdm[i], sink);
+}
+
+int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
+{
+	struct ibf_cq *cq = sink->cq;
+
+	/* Behind anything older (a soft completion of any endpoint, a
+	 * report, an error to be read first), or no room: queue it. */
+	if (sink->n == sink->count || cq->has_err ||
+	    cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE) ||
+	    cq->rep_head != cq->rep_tail)
+		return 0;
+	ibf_cq_write(cq, (char *)sink->buf + sink->n * cq->entry_size,
+		     op->context, op->flags, op->len, op->buf, op->data, op->tag);
+	if (sink->src)
+		sink->src[sink->n] = op->src;
+	sink->n++;
+	return 1;
 }
 
 int ibf_cq_add_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd)
@@ -287,23 +317,20 @@ void ibf_cq_del_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd)
 }
 
 /*
- * Called with cq->lock held.  Returns completions written, or -FI_E*.
- * src, if not NULL, gets each completion's source (FI_SOURCE).
+ * Called with cq->lock held, after progress wrote n entries: the rest of
+ * buf from what the CQ holds (soft completions, reports, the device CQ).
+ * Returns completions written, or -FI_E*.
  */
-static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
-			   fi_addr_t *src)
+static __attribute__((noinline)) ssize_t
+ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
+	       size_t n)
 {
 	struct ibf_cq_report *rep;
-	size_t n = 0;
 	struct ibv_wc *wc;
 	struct ibf_op *op;
 	uint64_t clear;
 	int polled;
 
-	if (cq->nrdm)	/* the common case where RDM endpoints are used */
-		ibf_cq_progress_rdm(cq);
-	if (unlikely(cq->waiting))
-		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
 	while (n < count && !cq->has_err) {
 		if (unlikely(cq->soft_head !=
 			     __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))) {
@@ -385,6 +412,40 @@ static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 	return cq->has_err ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
+/* Nothing held anywhere: no soft completion, report, error or batch, and
+ * no QP completes into the device CQ. */
+static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
+{
+	return !cq->has_err && cq->rep_head == cq->rep_tail &&
+	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE) &&
+	       cq->wc_next == cq->wc_count &&
+	       !__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Called with cq->lock held.  Returns completions written, or -FI_E*.
+ * src, if not NULL, gets each completion's source (FI_SOURCE).  Kept
+ * small: an application spinning on an RDM CQ runs this, progress and
+ * the check above, and returns (fabtests/run-instr counts it).
+ */
+static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
+			   fi_addr_t *src)
+{
+	size_t n = 0;
+
+	if (unlikely(cq->waiting))
+		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
+	if (cq->nrdm) {	/* RDM endpoints: their completions come here */
+		struct ibf_cq_sink sink = { cq, buf, src, count, 0 };
+
+		ibf_cq_progress_rdm(cq, &sink);
+		n = sink.n;
+		if (n == count || (!n && ibf_cq_holds_nothing(cq)))
+			return n ? (ssize_t)n : -FI_EAGAIN;
+	}
+	return ibf_cq_collect(cq, buf, count, src, n);
+}
+
 int ibf_cq_bind(struct ibf_cq *cq, struct ibf_domain *dom, uint64_t flags,
 		struct ibf_cq **tx, struct ibf_cq **rx, int *tx_selective,
 		int *rx_selective)
@@ -420,7 +481,7 @@ int ibf_cq_ready(struct ibf_cq *cq)
 
 	ibf_lock_acquire(&cq->lock);
 	if (cq->nrdm)
-		ibf_cq_progress_rdm(cq);
+		ibf_cq_progress_rdm(cq, NULL);
 	ready = cq->has_err || cq->wc_next < cq->wc_count ||
 		cq->rep_head != cq->rep_tail ||
 		cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);

@@ -162,16 +162,12 @@ static void ibf_qp_maps_free(struct ibf_qp_map *m)
 
 /*
  * Progress, before it looks anything up: the tables replaced before this
- * call began are no one's any more (progress calls never overlap).  One
- * atomic load when there are none.
+ * call began are no one's any more (progress calls never overlap).
  */
-void ibf_rdm_qp_map_retire(struct ibf_rdm_ep *ep)
+void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep *ep)
 {
-	struct ibf_qp_map *m = __atomic_load_n(&ep->qp_map, __ATOMIC_ACQUIRE);
-	struct ibf_qp_map *old;
+	struct ibf_qp_map *m, *old;
 
-	if (likely(!m || !__atomic_load_n(&m->retired, __ATOMIC_RELAXED)))
-		return;
 	pthread_mutex_lock(&ep->cm_lock);
 	m = ep->qp_map;
 	old = m->retired;

@@ -329,7 +329,7 @@ void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why)
 
 /* ---- completion ---- */
 
-void ibf_rdm_unregister(struct ibf_rdm_op *op)
+void ibf_rdm_unregister_any(struct ibf_rdm_op *op)
 {
 	while (op->nmr)
 		ibv_dereg_mr(op->mr[--op->nmr]);
@@ -396,6 +396,7 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 {
 	struct ibf_rdm_ep *ep = op->ep;
 	struct ibf_cntr *cntr = ibf_rdm_op_cntr(op);
+	struct ibf_cq *cq = ibf_rdm_op_cq(op);
 
 	/* Counted whether or not a completion is written (fi_cntr(3)). */
 	if (unlikely(cntr != NULL))
@@ -408,14 +409,17 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 		ibf_rdm_op_free(op);
 		return;
 	}
-	if (!err && !op->op.user_comp) {
+	/* Silent, or written straight into the reader's buffer: done. */
+	if (!err && (!op->op.user_comp ||
+		     (ep->sink && ep->sink->cq == cq &&
+		      ibf_cq_sink_take(ep->sink, &op->op)))) {
 		ibf_rdm_op_free(op);
 		ep->up->op_freed(ep);
 		return;
 	}
 	op->op.err = -err;
 	op->state = IBF_RDM_DONE;
-	ibf_cq_soft_push(ibf_rdm_op_cq(op), &op->op);
+	ibf_cq_soft_push(cq, &op->op);
 }
 
 void ibf_rdm_release(struct ibf_op *o)
@@ -460,8 +464,8 @@ size_t ibf_rdm_iov_len(const struct iovec *iov, size_t count)
 	return ibf_iov_sum(iov, count, &len) ? SIZE_MAX : len;
 }
 
-int ibf_rdm_iov_check(const struct iovec *iov, size_t count, size_t limit,
-		      size_t *len, const char *what)
+int ibf_rdm_iov_check_any(const struct iovec *iov, size_t count,
+			  size_t limit, size_t *len, const char *what)
 {
 	size_t sum = 0;
 

@@ -524,7 +524,7 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
  * the device has completed.  No system call unless the thread left
  * something.  Takes ep->lock.
  */
-void ibf_rdm_progress(struct ibf_rdm_ep *ep)
+void ibf_rdm_progress(struct ibf_rdm_ep *ep, struct ibf_cq_sink *sink)
 {
 	struct ibv_wc wc[IBF_CQ_BATCH];
 	int n, i;
@@ -535,8 +535,12 @@ void ibf_rdm_progress(struct ibf_rdm_ep *ep)
 	ibf_rdm_qp_map_retire(ep);
 	do {
 		n = ibv_poll_cq(ep->hcq, IBF_CQ_BATCH, wc);
+		if (n <= 0)
+			break;
+		ep->sink = sink;	/* completions may go straight there */
 		for (i = 0; i < n; i++)
 			ibf_rdm_on_wc(ep, &wc[i]);
+		ep->sink = NULL;
 	} while (n == IBF_CQ_BATCH);
 	/* Bounces kept by messages no receive has taken yet: replaced. */
 	if (unlikely(ep->srq_posted < ep->nbounce))
@@ -556,9 +560,9 @@ static void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep)
 	ibf_lock_acquire(&ep->lock);
 	ep->cq_events += n;
 	ibf_lock_release(&ep->lock);
-	ibf_rdm_progress(ep);
+	ibf_rdm_progress(ep, NULL);
 	ibv_req_notify_cq(ep->hcq, 0);
-	ibf_rdm_progress(ep);	/* what came before the arming */
+	ibf_rdm_progress(ep, NULL);	/* what came before the arming */
 }
 
 int ibf_rdm_trywait(struct ibf_rdm_ep *ep)
