@@ -431,18 +431,21 @@ static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
 static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 			   fi_addr_t *src)
 {
+	int rdm = cq->nrdm;
 	size_t n = 0;
 
-	if (unlikely(cq->waiting))
-		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
-	if (cq->nrdm) {	/* RDM endpoints: their completions come here */
+	if (rdm) {	/* RDM endpoints: their completions come here */
 		struct ibf_cq_sink sink = { cq, buf, src, count, 0 };
 
 		ibf_cq_progress_rdm(cq, &sink);
 		n = sink.n;
-		if (n == count || (!n && ibf_cq_holds_nothing(cq)))
-			return n ? (ssize_t)n : -FI_EAGAIN;
 	}
+	/* After progress: what it queued meanwhile woke a sleeper in
+	 * fi_cq_sread, which may find more than this read takes. */
+	if (unlikely(cq->waiting))
+		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
+	if (rdm && (n == count || (!n && ibf_cq_holds_nothing(cq))))
+		return n ? (ssize_t)n : -FI_EAGAIN;
 	return ibf_cq_collect(cq, buf, count, src, n);
 }
 
