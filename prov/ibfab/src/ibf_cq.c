@@ -250,6 +250,25 @@ static void ibf_cq_soft_purge(struct ibf_cq *cq, const struct ibf_drain *d)
  * which reading either of their CQs progresses (data moves in fi_cq_read:
  * FI_PROGRESS_MANUAL), and whose channel this CQ's wait object watches.
  */
+/* Entry i of buf (and of src, for FI_SOURCE) from a completed op. */
+static inline void ibf_cq_write_op(const struct ibf_cq *cq, void *buf,
+				   fi_addr_t *src, size_t i,
+				   const struct ibf_op *op)
+{
+	ibf_cq_write(cq, (char *)buf + i * cq->entry_size, op->context,
+		     op->flags, op->len, op->buf, op->data, op->tag);
+	if (src)
+		src[i] = op->src;
+}
+
+/* Nothing queued ahead of a new completion: no error to be read first,
+ * no report, no soft completion of any endpoint. */
+static inline int ibf_cq_nothing_queued(struct ibf_cq *cq)
+{
+	return !cq->has_err && cq->rep_head == cq->rep_tail &&
+	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
+}
+
 static inline void ibf_cq_progress_rdm(struct ibf_cq *cq,
 				       struct ibf_cq_sink *sink)
 {
@@ -267,17 +286,10 @@ int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
 {
 	struct ibf_cq *cq = sink->cq;
 
-	/* Behind anything older (a soft completion of any endpoint, a
-	 * report, an error to be read first), or no room: queue it. */
-	if (sink->n == sink->count || cq->has_err ||
-	    cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE) ||
-	    cq->rep_head != cq->rep_tail)
+	/* Behind anything older, or no room: queue it. */
+	if (sink->n == sink->count || !ibf_cq_nothing_queued(cq))
 		return 0;
-	ibf_cq_write(cq, (char *)sink->buf + sink->n * cq->entry_size,
-		     op->context, op->flags, op->len, op->buf, op->data, op->tag);
-	if (sink->src)
-		sink->src[sink->n] = op->src;
-	sink->n++;
+	ibf_cq_write_op(cq, sink->buf, sink->src, sink->n++, op);
 	return 1;
 }
 
@@ -345,11 +357,7 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 				ibf_op_release(op);	/* a silent one */
 				continue;
 			}
-			ibf_cq_write(cq, (char *)buf + n * cq->entry_size, op->context,
-				     op->flags, op->len, op->buf, op->data, op->tag);
-			if (src)
-				src[n] = op->src;
-			n++;
+			ibf_cq_write_op(cq, buf, src, n++, op);
 			ibf_op_release(op);
 			continue;
 		}
@@ -416,9 +424,7 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
  * no QP completes into the device CQ. */
 static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
 {
-	return !cq->has_err && cq->rep_head == cq->rep_tail &&
-	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE) &&
-	       cq->wc_next == cq->wc_count &&
+	return ibf_cq_nothing_queued(cq) && cq->wc_next == cq->wc_count &&
 	       !__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE);
 }
 
@@ -485,9 +491,7 @@ int ibf_cq_ready(struct ibf_cq *cq)
 	ibf_lock_acquire(&cq->lock);
 	if (cq->nrdm)
 		ibf_cq_progress_rdm(cq, NULL);
-	ready = cq->has_err || cq->wc_next < cq->wc_count ||
-		cq->rep_head != cq->rep_tail ||
-		cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
+	ready = !ibf_cq_nothing_queued(cq) || cq->wc_next < cq->wc_count;
 	if (!ready) {
 		polled = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);
 		if (polled > 0) {
