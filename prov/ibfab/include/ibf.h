@@ -406,14 +406,6 @@ void __tsan_release(void *addr);
 #define ibf_tsan_acquire(p) ((void)(p))
 #endif
 
-/*
- * The lock the threading level asks for, or none.  A test-and-set
- * spinlock written inline: the data path takes two to four of these per
- * message, and glibc's pthread_spin_lock/unlock are calls through the PLT
- * for what is one exchange and one store (about 7 instructions a pair,
- * counted by fabtests/run-instr).  Holders never sleep and hold it for a
- * few hundred instructions at most.
- */
 /* A spinning CPU tells the core so (it yields to its sibling thread). */
 static inline void ibf_cpu_relax(void)
 {
@@ -424,6 +416,14 @@ static inline void ibf_cpu_relax(void)
 #endif
 }
 
+/*
+ * The lock the threading level asks for, or none.  A test-and-set
+ * spinlock written inline: the data path takes two to four of these per
+ * message, and glibc's pthread_spin_lock/unlock are calls through the PLT
+ * for what is one exchange and one store (about 7 instructions a pair,
+ * counted by fabtests/run-instr).  Holders never sleep and hold it for a
+ * few hundred instructions at most.
+ */
 struct ibf_lock {
 	int busy;
 	int enabled;
