@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf.h"
+#include "ibf_msg.h"
 #include "ibf_atomic_ops.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

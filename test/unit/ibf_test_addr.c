@@ -4,7 +4,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "ibf.h"
+#include "ibf_msg.h"	/* the CM data frame (MSG wing) */
 
 static struct sockaddr *sa(struct sockaddr_storage *ss)
 {
@@ -106,7 +106,7 @@ Test(addr, len_of_unknown_family_is_zero)
 	cr_assert_eq(ibf_addr_format(&s), FI_FORMAT_UNSPEC);
 }
 
-/* Connection private data is framed with its length (ibf_cm.c). */
+/* Connection private data is framed with its length (ibf_msg_cm.c). */
 Test(cm_data, pack_then_unpack_is_exact)
 {
 	uint8_t wire[IBF_CM_WIRE_SIZE + 140];

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* Atomics on the target's CPU (ibf_atomic.c): validity, each op's result,
+/* Atomics on the target's CPU (ibf_atomic_apply.c): validity, each op's result,
  * and atomicity under threads mixing ops and widths on one word. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "ibf_atomic.h"
+#include "ibf_atomic_apply.h"
 
 Test(atomic, sizes_and_validity)
 {

@@ -6,7 +6,7 @@
  */
 #include <criterion/criterion.h>
 
-#include "ibf_post.h"
+#include "ibf_msg_post.h"
 
 Test(iov, sum_fits)
 {

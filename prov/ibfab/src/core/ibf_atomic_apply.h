@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
- * Atomic operations, executed by the CPU of the target (ibf_atomic.c).
+ * Atomic operations, executed by the CPU of the target (ibf_atomic_apply.c).
  *
  * Design: verbs offers only 64-bit fetch-add and compare-swap in hardware,
  * and an HCA atomic is atomic only with respect to that HCA's other

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "ibf_post.h"
+#include "ibf_msg_post.h"
 
 static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 			    void *desc, fi_addr_t src_addr, void *context)

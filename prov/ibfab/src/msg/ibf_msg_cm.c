@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf.h"
+#include "ibf_msg.h"
 
 uint8_t ibf_cm_pack(uint8_t *wire, const void *data, size_t len)
 {
@@ -73,26 +73,6 @@ int ibf_migrate_id(struct rdma_cm_id *id, struct ibf_eq *eq)
 		return ibf_errno_to_fi(errno);
 	}
 	return 0;
-}
-
-void ibf_cm_param_init(const struct ibv_device_attr *dev,
-		       struct rdma_conn_param *cp, const void *wire,
-		       uint8_t wire_len)
-{
-	memset(cp, 0, sizeof(*cp));
-	cp->private_data = wire;
-	cp->private_data_len = wire_len;
-	/* RDMA reads in flight, each way. */
-	cp->responder_resources = (uint8_t)IBF_MIN(dev->max_qp_rd_atom, 255);
-	cp->initiator_depth = (uint8_t)IBF_MIN(dev->max_qp_init_rd_atom, 255);
-	/*
-	 * Transport retries before a send fails with a retry error: a dead
-	 * peer node (or wire) must end in an error, not a hang.  6, not the
-	 * field's largest value 7: Soft-RoCE (rdma_rxe) takes 7 to mean
-	 * "retry for ever", as 7 means for rnr_retry.
-	 */
-	cp->retry_count = 6;
-	cp->rnr_retry_count = 7;	/* wait for receives as long as it takes */
 }
 
 static void ibf_conn_param(struct ibf_ep *ep, struct rdma_conn_param *cp,
@@ -174,27 +154,6 @@ static int ibf_ep_connect(struct fid_ep *ep_fid, const void *addr,
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_connect: %s\n", fi_strerror(-ret));
 	}
 	return ret;
-}
-
-/*
- * The delay a peer waits after finding no receive posted here.  rdma_cm
- * leaves it at 0, which means 655 ms; a QP in RTS may change it.
- */
-void ibf_qp_set_rnr_timer(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr attr = { .min_rnr_timer = (uint8_t)ibf_params.min_rnr_timer };
-
-	if (qp && ibv_modify_qp(qp, &attr, IBV_QP_MIN_RNR_TIMER))
-		IBF_INFO(FI_LOG_EP_CTRL, "cannot set min_rnr_timer: %s\n",
-			 strerror(errno));
-}
-
-/* Every work request the QP holds completes flushed; 0 or an errno. */
-int ibf_qp_to_error(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
-
-	return ibv_modify_qp(qp, &attr, IBV_QP_STATE) ? errno : 0;
 }
 
 /*
@@ -384,14 +343,4 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 	default:
 		break;
 	}
-}
-
-void ibf_cm_reuse_addr(struct rdma_cm_id *id)
-{
-	int one = 1;
-
-	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR,
-			    &one, sizeof(one)))
-		IBF_INFO(FI_LOG_EP_CTRL, "RDMA_OPTION_ID_REUSEADDR: %s\n",
-			 strerror(errno));
 }

@@ -5,7 +5,7 @@
  *
  * Every atomic is a request message (ATOMIC: struct ibf_atomic_req, then
  * the operands and compare values; ibf_atomic_ops.h), applied by the
- * target's progress with the CPU's atomics (ibf_atomic.h says why no HCA
+ * target's progress with the CPU's atomics (ibf_atomic_apply.h says why no HCA
  * atomic is ever used), and answered (ATOMIC_RESP: a status, then the old
  * values of a fetch) from the bounce it came in, so the target needs
  * no send op of its own.  The initiator's op completes when both its send

@@ -2,7 +2,7 @@
 /* fi_write and fi_read families: RDMA WRITE (with immediate) and READ. */
 #include "config.h"
 
-#include "ibf_post.h"
+#include "ibf_msg_post.h"
 
 static inline ssize_t ibf_rma(struct ibf_ep *ep, enum ibv_wr_opcode opcode,
 			      const struct iovec *iov, void **desc, size_t count,

@@ -5,7 +5,7 @@
  *
  * An atomic travels as a request (struct ibf_atomic_req, then the
  * operands, then the compare values) to the target endpoint, which
- * applies it with the CPU (ibf_atomic.h says why) and answers with the
+ * applies it with the CPU (ibf_atomic_apply.h says why) and answers with the
  * same header (its status) and the old values of a fetch.  How a request
  * and its answer travel is the endpoint kind's business (an RDM
  * endpoint's eager messages, or a framed FI_EP_MSG endpoint's); what they
@@ -16,7 +16,7 @@
 #define IBF_ATOMIC_OPS_H
 
 #include "ibf.h"
-#include "ibf_atomic.h"
+#include "ibf_atomic_apply.h"
 
 /* On the wire, before the operands; in the answer, before the results. */
 struct ibf_atomic_req {

@@ -13,6 +13,8 @@
 #include "ibf_abi.h"
 #include "ibf_atomic_ops.h"
 #include "ibf_mr_cache.h"
+/* Upward: fi_endpoint and fi_srx_context open the wings' objects. */
+#include "ibf_msg.h"
 #include "ibf_rdm.h"
 
 /* ---- the registration cache's registrations: the domain's PD ---- */
@@ -159,11 +161,20 @@ static struct fi_ops ibf_domain_fi_ops = {
 	.ops_set = ibf_no_ops_set,
 };
 
+/* fi_endpoint: the wing of the endpoint type asked for. */
+static int ibf_domain_endpoint(struct fid_domain *domain, struct fi_info *info,
+			       struct fid_ep **ep, void *context)
+{
+	if (info && ep && info->ep_attr && info->ep_attr->type == FI_EP_RDM)
+		return ibf_rdm_ep_open(domain, info, ep, context);
+	return ibf_ep_open(domain, info, ep, context);
+}
+
 static struct fi_ops_domain ibf_domain_ops = {
 	.size = sizeof(struct fi_ops_domain),
 	.av_open = ibf_av_open,
 	.cq_open = ibf_cq_open,
-	.endpoint = ibf_ep_open,
+	.endpoint = ibf_domain_endpoint,
 	.scalable_ep = ibf_domain_no_scalable_ep,
 	.cntr_open = ibf_cntr_open,
 	.poll_open = ibf_poll_open,

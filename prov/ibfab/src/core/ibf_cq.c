@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "ibf_abi.h"
-#include "ibf_rdm.h"
+/* Upward: MSG work completions are dispatched here until the CQ
+ * becomes a leaf (issue 19, item 2). */
+#include "ibf_msg.h"
 
 static size_t ibf_cq_entry_size(enum fi_cq_format format)
 {

@@ -7,7 +7,7 @@
  * device; fi_ep_bind records the CQs and the EQ; fi_enable creates the QP
  * and the two rings of work request slots, each sized once, here; fi_connect
  * or fi_accept moves the id to the EQ's event channel and starts the
- * handshake (ibf_cm.c); fi_close flushes the QP, takes its completions out
+ * handshake (ibf_msg_cm.c); fi_close flushes the QP, takes its completions out
  * of the CQs and frees everything.
  *
  * Until it is moved to an EQ, an id is synchronous (librdmacm's own
@@ -19,8 +19,7 @@
 #include <string.h>
 
 #include "ibf_atomic_ops.h"
-#include "ibf_post.h"
-#include "ibf_rdm.h"
+#include "ibf_msg_post.h"
 
 static uint32_t ibf_pow2_up(size_t n)
 {
@@ -66,7 +65,7 @@ static int ibf_ring_init(struct ibf_ring *r, uint32_t size)
 	return 0;
 }
 
-/* Send queue slots for atomic answers: one per bounce (ibf_tagged.c). */
+/* Send queue slots for atomic answers: one per bounce (ibf_msg_tagged.c). */
 static uint32_t ibf_ep_replies(const struct ibf_ep *ep)
 {
 	return ep->tag_mode && (ep->info->caps & FI_ATOMIC) ? ep->rx.size : 0;
@@ -653,8 +652,6 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	struct ibf_ep *ep;
 	int ret;
 
-	if (info && ep_fid && info->ep_attr && info->ep_attr->type == FI_EP_RDM)
-		return ibf_rdm_ep_open(domain_fid, info, ep_fid, context);
 	if (!info || !ep_fid || (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
 				 info->ep_attr->type != FI_EP_UNSPEC)) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_endpoint needs an FI_EP_MSG info "
@@ -705,7 +702,7 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ep->ep_fid.tagged = &ibf_no_tagged_ops;
 	ep->ep_fid.atomic = &ibf_msg_atomic_ops;	/* refused without FI_ATOMIC */
 	if (info->caps & (FI_TAGGED | FI_ATOMIC)) {
-		/* Messages framed, received into bounces: see ibf_tagged.c. */
+		/* Messages framed, received into bounces: see ibf_msg_tagged.c. */
 		ep->tag_mode = 1;	/* its state is set up at fi_enable */
 		ep->ep_fid.msg = &ibf_tagged_msg_ops;
 	}

@@ -9,19 +9,23 @@
  * through one SRQ of eager buffers ("bounces"), so memory does not grow
  * with the number of peers, and completes to the endpoint's CQs.
  *
- * The engine is in layers; each calls only the ones below it, and each
- * header states its contract, locking and ownership:
+ * The engine is in layers; each calls only the ones below it and core
+ * (prov/ibfab/layers, checked by util/ibfab-layers), and each header
+ * states its contract, locking and ownership:
  *
- *   endpoint and API   ibf_rdm_ep.c (life cycle), ibf_rdm_msg.c (fi_msg,
+ *   API                ibf_rdm_ep.c (life cycle), ibf_rdm_sendrecv.c (fi_msg,
  *                      fi_tagged): checks arguments, then calls down
- *   protocol           ibf_rdm_proto.h: eager, RTS, READ, FIN; progress
- *   matcher            ibf_match.h: posted and unexpected queues
+ *   protocol           ibf_rdm_proto.h: eager, RTS, READ, FIN, progress
+ *                      (ibf_rdm_proto.c, ibf_rdm_rndv.c); RMA
+ *                      (ibf_rdm_rma.c) and atomics (ibf_rdm_atomic.c)
  *   connections        ibf_rdm_conn.h: peers, QPs, credits, queues, flow
  *                      control (ibf_rdm_flow.c),
  *                      connect/accept/retry/teardown; reports up through
  *                      struct ibf_rdm_upcalls only
  *   operations         ibf_rdm_op.h: op pools, bounces, completion
  *   wire format        ibf_rdm_wire.h
+ *   (core)             the matcher (ibf_match.h), the AV and names
+ *                      (ibf_av.h), CQs, counters, MRs (ibf.h)
  *
  * The endpoint below holds every layer's state; each group of fields says
  * whose it is, and only that layer's file writes it.
@@ -37,66 +41,11 @@
 #define IBF_RDM_H
 
 #include "ibf.h"
+#include "ibf_av.h"
 #include "ibf_match.h"
 #include "ibf_rdm_proto.h"
 
 struct ibf_rdm_ep;
-
-/* ---- address vector ---- */
-struct ibf_av_shm;
-
-struct ibf_av {
-	struct fid_av av_fid;
-	struct ibf_domain *domain;
-	enum fi_av_type type;
-	uint32_t addr_format;	/* FI_SOCKADDR_IN or FI_SOCKADDR_IN6 */
-	size_t addrlen;
-	pthread_mutex_t lock;	/* inserts and removes from any thread */
-	struct ibf_name *names;
-	uint8_t *used;
-	/*
-	 * Bound endpoints, through av_next, under eps_lock: fi_av_remove
-	 * takes it, then each endpoint's lock; the data path takes its
-	 * endpoint's lock, then av->lock: never the two AV locks nested.
-	 */
-	pthread_mutex_t eps_lock;
-	struct ibf_rdm_ep *eps;
-	size_t count, cap;	/* slots handed out, slots allocated */
-	int ref;		/* endpoints bound */
-	/* A named AV lives in shared memory: names, used and map are there. */
-	struct ibf_av_shm *shm;
-	size_t shm_len;
-	char *shm_name;		/* set by the creator, who unlinks it */
-	int shm_fd;		/* a writer's, for flock; -1 otherwise */
-	int readonly;		/* opened with FI_READ */
-	/* FI_EVENT: each insert call's outcome is written to this EQ. */
-	int events;
-	struct ibf_eq *eq;
-};
-int ibf_av_open(struct fid_domain *domain, struct fi_av_attr *attr,
-		struct fid_av **av, void *context);
-/* The name at fi_addr: 0, or -FI_ENOENT if there is none. */
-int ibf_av_name(struct ibf_av *av, fi_addr_t addr, struct ibf_name *name);
-/* The fi_addr of a name, or FI_ADDR_NOTAVAIL. */
-fi_addr_t ibf_av_find(struct ibf_av *av, const struct ibf_name *name);
-/* Canonical name of a sockaddr (address, port and key); 0 or -FI_EINVAL. */
-int ibf_name_from_sockaddr(struct ibf_name *name, const struct sockaddr *sa,
-			   size_t len);
-/*
- * Names carry a random key in the sockaddr bytes the kernel ignores
- * (sin_zero for IPv4: 64 bits; sin6_flowinfo for IPv6: 32 bits), so that
- * nobody who was not given an endpoint's name can pass for it.  0: a plain
- * address (no key).
- */
-uint64_t ibf_name_key(const struct ibf_name *name);
-void ibf_name_set_key(struct ibf_name *name, uint64_t key);
-/* The same on a sockaddr (AF_INET or AF_INET6; others untouched). */
-void ibf_sockaddr_set_key(struct sockaddr *sa, uint64_t key);
-/* The sockaddr for the kernel (rdma_cm): the key cleared. */
-void ibf_name_sockaddr(const struct ibf_name *name, struct sockaddr_storage *ss);
-/* have is the endpoint want names: the same name, or want is a plain
- * address (no key) and have is the endpoint at that address. */
-int ibf_name_matches(const struct ibf_name *want, const struct ibf_name *have);
 
 /* What a counter bound to an RDM endpoint counts (fi_ep_bind flags). */
 enum ibf_rdm_cntr_kind {
@@ -286,7 +235,7 @@ static inline struct ibf_rdm_ep *to_ibf_rdm_ep(struct fid_ep *ep)
 int ibf_rdm_ep_open(struct fid_domain *domain, struct fi_info *info,
 		    struct fid_ep **ep, void *context);
 
-/* ibf_rdm_msg.c */
+/* ibf_rdm_sendrecv.c */
 extern struct fi_ops_msg ibf_rdm_msg_ops;
 extern struct fi_ops_tagged ibf_rdm_tagged_ops;
 

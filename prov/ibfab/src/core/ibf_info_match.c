@@ -23,7 +23,7 @@
 		     FI_READ | FI_WRITE)
 #define IBF_RX_CAPS (FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_RECV | \
 		     FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV)
-/* What makes an FI_EP_MSG endpoint frame its messages (ibf_tagged.c). */
+/* What makes an FI_EP_MSG endpoint frame its messages (ibf_msg_tagged.c). */
 #define IBF_MSG_FRAMED_CAPS (FI_TAGGED | FI_ATOMIC)
 
 struct fi_info *ibf_info_template(const struct ibf_dev_limits *lim,
@@ -476,7 +476,7 @@ static uint64_t ibf_narrow_caps(uint64_t offered, uint64_t asked)
 
 /*
  * FI_TAGGED and FI_ATOMIC change how an FI_EP_MSG endpoint works (its
- * messages are framed: ibf_tagged.c), so they are offered only to those
+ * messages are framed: ibf_msg_tagged.c), so they are offered only to those
  * who ask; they get framing's message size limit with them.
  */
 static void ibf_narrow_tagged(struct fi_info *info, const struct fi_info *hints)

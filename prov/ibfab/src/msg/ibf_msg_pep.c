@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf.h"
+#include "ibf_msg.h"
 
 /* The fi_info an FI_CONNREQ hands out: the listener's, for this request. */
 static struct fi_info *ibf_connreq_info(struct ibf_pep *pep,

@@ -34,7 +34,7 @@
 
 #include "ibf_atomic_ops.h"
 #include "ibf_match.h"
-#include "ibf_post.h"
+#include "ibf_msg_post.h"
 
 #define IBF_TAGGED_IOV 4
 

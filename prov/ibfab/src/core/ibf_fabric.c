@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "ibf.h"
+/* Upward: fi_passive_ep opens the msg wing's listener. */
+#include "ibf_msg.h"
 
 static int ibf_fabric_close(struct fid *fid)
 {

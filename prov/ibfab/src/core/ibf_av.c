@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ibf_rdm.h"
+#include "ibf_av.h"
 
 /*
  * An endpoint's name is its sockaddr with a random key where the
@@ -533,8 +533,6 @@ static int ibf_av_insertsym(struct fid_av *av_fid, const char *node,
 	return -FI_ENOSYS;
 }
 
-/* Bound endpoints forget their connections' fi_addrs (ibf_rdm_ep.c). */
-void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr);
 
 static int ibf_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 			 size_t count, uint64_t flags)

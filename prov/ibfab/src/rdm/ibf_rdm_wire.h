@@ -51,12 +51,7 @@
 #include <stdint.h>
 
 #include "ibf.h"
-
-/* An RDM endpoint's address: a sockaddr_in or sockaddr_in6, zero padded. */
-#define IBF_ADDR_MAX sizeof(struct sockaddr_in6)
-struct ibf_name {
-	uint8_t bytes[IBF_ADDR_MAX];
-};
+#include "ibf_av.h"	/* struct ibf_name */
 
 enum {
 	IBF_RDM_EAGER = 1, IBF_RDM_RTS, IBF_RDM_FIN, IBF_RDM_PING, IBF_RDM_WDATA,

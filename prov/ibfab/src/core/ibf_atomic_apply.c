@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
- * Atomic operations on the target's CPU (ibf_atomic.h says why).
+ * Atomic operations on the target's CPU (ibf_atomic_apply.h says why).
  *
  * Each element is read, its new value computed in its own type, and
  * written back with a compare-and-swap on the element's width, retried
@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "ibf_atomic.h"
+#include "ibf_atomic_apply.h"
 
 size_t ibf_atomic_size(enum fi_datatype dt)
 {

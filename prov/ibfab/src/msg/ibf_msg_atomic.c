@@ -2,11 +2,11 @@
 /*
  * Atomics on FI_EP_MSG endpoints.
  *
- * An endpoint opened with FI_ATOMIC runs in framed mode (ibf_tagged.c),
+ * An endpoint opened with FI_ATOMIC runs in framed mode (ibf_msg_tagged.c),
  * since the requests and their answers must land in buffers of ibfab's,
  * not in the application's receives.  Each atomic is a framed request
  * (IBF_HDR_ATOMIC: struct ibf_atomic_req, then operands and compare
- * values) that the peer applies with its CPU (ibf_atomic.h says why) and
+ * values) that the peer applies with its CPU (ibf_atomic_apply.h says why) and
  * answers (IBF_HDR_ATOMIC_RESP).  The atomic waits here, in a slot of its
  * own, for that answer; then its completion, with the old values copied
  * out for a fetch, goes to the send CQ: the operation has been applied at
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "ibf_atomic_ops.h"
-#include "ibf_post.h"
+#include "ibf_msg_post.h"
 
 #define IBF_MSG_ATOMIC_IOV 4	/* local iocs of each kind */
 

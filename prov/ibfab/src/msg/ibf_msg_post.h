@@ -17,7 +17,7 @@
 
 #include <arpa/inet.h>
 
-#include "ibf.h"
+#include "ibf_msg.h"
 
 /* Fill sge[] from iov/desc.  Inline data needs no key. */
 static inline ssize_t ibf_fill_sge(struct ibv_sge *sge, const struct iovec *iov,

@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf_rdm.h"
+/* Upward: a counter finds an FI_EP_MSG endpoint's CQs until the
+ * counter drives endpoints through hooks (issue 19, item 2). */
+#include "ibf_msg.h"
 
 static struct ibf_cntr *to_ibf_cntr(struct fid_cntr *c)
 {

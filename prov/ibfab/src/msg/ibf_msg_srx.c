@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf_post.h"
+#include "ibf_msg_post.h"
 
 void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op)
 {
