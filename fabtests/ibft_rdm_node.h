@@ -134,5 +134,18 @@ int big_eager_side(int in, int out);
 /* ibft_rdm_share.c: one greedy peer does not starve the others. */
 void test_fair_share(void);
 void test_away_peer(void);
+/* ibft_rdm_load.c: many endpoints, bursts, an unexpected backlog. */
+void test_many(int count);
+void test_burst(void);
+void test_unexpected_backlog(void);
+/* ibft_rdm_wait.c: fi_cq_sread, poll sets, automatic progress. */
+void test_sread(void);
+void test_poll(void);
+void test_auto_progress(void);
+/* ibft_rdm_links.c: links cut, and messages just before a close. */
+void test_link_down(void);
+void test_link_down_connect(void);
+void test_link_down_stale_rts(void);
+void test_messages_before_close(void);
 
 #endif

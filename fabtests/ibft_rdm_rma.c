@@ -29,25 +29,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include <rdma/fi_atomic.h>
+#include "ibft_rdm_rma.h"
 
-#include "ibft.h"
-#include "ibft_rdm_node.h"
-
-#define RBUF (1 << 20)
 static const size_t sizes[] = { 1, 64, 4000, 8192, 60000, 300000, RBUF };
 
-/* A registered buffer of n's: its key and the address peers name. */
-struct region {
-	uint8_t *buf;
-	size_t len;
-	struct fid_mr *mr;
-	uint64_t key, addr;
-	void *desc;
-};
-
-static int region_open(struct node *n, struct region *r, size_t len,
-		       uint64_t access)
+int region_open(struct node *n, struct region *r, size_t len,
+		uint64_t access)
 {
 	int mr_mode = n->info->domain_attr->mr_mode;
 	int ret;
@@ -69,7 +56,7 @@ static int region_open(struct node *n, struct region *r, size_t len,
 	return 0;
 }
 
-static void region_close(struct region *r)
+void region_close(struct region *r)
 {
 	if (r->mr)
 		fi_close(&r->mr->fid);
@@ -78,7 +65,7 @@ static void region_close(struct region *r)
 }
 
 /* A local buffer as the provider wants it: registered only if it says so. */
-static int local_open(struct node *n, struct region *r, size_t len)
+int local_open(struct node *n, struct region *r, size_t len)
 {
 	if (n->info->domain_attr->mr_mode & FI_MR_LOCAL)
 		return region_open(n, r, len, FI_READ | FI_WRITE | FI_SEND | FI_RECV);
@@ -88,28 +75,28 @@ static int local_open(struct node *n, struct region *r, size_t len)
 	return 0;
 }
 
-/* The next completion of n that is not a remote one; -1 on timeout. */
 /*
  * IBFT_MR_REQKEY=1: the application chooses keys and addresses regions
  * from their start (mr_mode without FI_MR_PROV_KEY and FI_MR_VIRT_ADDR),
  * as OpenSHMEM and MPICH ask first; else the device's keys and virtual
  * addresses.
  */
-static int reqkey;
-static uint64_t rma_mr_mode(void)
+int reqkey;
+uint64_t rma_mr_mode(void)
 {
 	return reqkey ? FI_MR_ALLOCATED | FI_MR_LOCAL | FI_MR_ENDPOINT :
 	       FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
 	       FI_MR_LOCAL | FI_MR_ENDPOINT;
 }
 
+/* The next completion of n that is not a remote one; -1 on timeout. */
 static int wait_local(struct node *n, struct comp *c)
 {
 	return wait_comp(n, c, WAIT_MS);
 }
 
-static struct node *ns[2];
-static struct region tgt, loc;
+struct node *ns[2];
+struct region tgt, loc;
 
 static int open_pair(void)
 {
@@ -512,148 +499,6 @@ static void test_bad_access(void)
 		   c.err ? fi_strerror(c.err) : "data wrong");
 }
 
-static struct fid_cntr *cntr_open(struct node *n)
-{
-	struct fi_cntr_attr attr = { .events = FI_CNTR_EVENTS_COMP };
-	struct fid_cntr *c = NULL;
-
-	if (fi_cntr_open(n->domain, &attr, &c, NULL))
-		return NULL;
-	return c;
-}
-
-/* Closed after the endpoints they are bound to. */
-static struct fid_cntr *wr, *rd, *rw;
-
-/* FI_WRITE and FI_READ counters at A; FI_REMOTE_WRITE at B (writedata). */
-static void test_counters(void)
-{
-	const uint64_t fa[2] = { FI_WRITE, FI_READ }, fb[1] = { FI_REMOTE_WRITE };
-	struct fid_cntr *ca[2], *cb[1];
-	struct region t2 = { 0 };
-	struct comp c;
-	ssize_t ret = 0;
-	int i, ok;
-
-	wr = cntr_open(ns[0]);
-	rd = cntr_open(ns[0]);
-	rw = cntr_open(ns[1]);
-	ca[0] = wr;
-	ca[1] = rd;
-	cb[0] = rw;
-	ok = wr && rd && rw;
-
-	ok = ok && !node_ep_open_bind(ns[0], FI_SELECTIVE_COMPLETION, ca, fa, 2) &&
-	     !node_ep_open_bind(ns[1], 0, cb, fb, 1) && !insert_all(ns, 2) &&
-	     !region_open(ns[1], &t2, 8192, FI_REMOTE_WRITE | FI_REMOTE_READ);
-	IBFT_CHECK(ok, "rma-cntr-bind", "counters with FI_WRITE, FI_READ, "
-		   "FI_REMOTE_WRITE");
-	for (i = 0; ok && i < 5; i++)
-		ok = !(ret = POST(fi_write(ns[0]->ep, loc.buf, 100, loc.desc,
-					   ns[0]->peer[1], t2.addr, t2.key, NULL)));
-	for (i = 0; ok && i < 3; i++)
-		ok = !(ret = POST(fi_read(ns[0]->ep, loc.buf, 100, loc.desc,
-					  ns[0]->peer[1], t2.addr, t2.key, NULL)));
-	ok = ok && !(ret = POST(fi_writedata(ns[0]->ep, loc.buf, 8, loc.desc, 5,
-					     ns[0]->peer[1], t2.addr, t2.key,
-					     NULL)));
-	IBFT_CHECK(ok, "rma-cntr-post", "posting: %s", fi_strerror((int)-ret));
-	for (i = 0; ok && i < 2000 && (fi_cntr_read(wr) < 6 ||
-				       fi_cntr_read(rd) < 3 ||
-				       fi_cntr_read(rw) < 1); i++)
-		idle(ns[0], 10);
-	ok = ok && fi_cntr_read(wr) == 6 && fi_cntr_read(rd) == 3 &&
-	     fi_cntr_read(rw) == 1 && !fi_cntr_readerr(wr);
-	IBFT_CHECK(ok, "rma-cntr", "write %llu (6), read %llu (3), remote "
-		   "write %llu (1); errors %llu, %llu, %llu",
-		   wr ? (unsigned long long)fi_cntr_read(wr) : 0ull,
-		   rd ? (unsigned long long)fi_cntr_read(rd) : 0ull,
-		   rw ? (unsigned long long)fi_cntr_read(rw) : 0ull,
-		   wr ? (unsigned long long)fi_cntr_readerr(wr) : 0ull,
-		   rd ? (unsigned long long)fi_cntr_readerr(rd) : 0ull,
-		   rw ? (unsigned long long)fi_cntr_readerr(rw) : 0ull);
-	/* The writedata's remote completion is still in B's CQ. */
-	ok = !wait_comp(ns[1], &c, WAIT_MS) && (c.e.flags & FI_REMOTE_CQ_DATA);
-	IBFT_CHECK(ok, "rma-cntr-remote-cq", "no remote completion at B");
-	region_close(&t2);
-}
-
-/*
- * FI_RMA_EVENT: the target's counters bound with FI_REMOTE_WRITE and
- * FI_REMOTE_READ count the writes and reads it was the target of, and a
- * counter bound to the region (fi_mr_bind) the writes into it, waited
- * for with fi_cntr_wait alone (it must progress the target).  FI_RMA_EVENT
- * is the target's capability: the initiator may be opened without it
- * (a_caps; OpenSHMEM opens its initiators so) and it is all the same.
- */
-static void test_rma_event(uint64_t a_caps, const char *name)
-{
-	struct fid_cntr *c[2] = { NULL, NULL }, *mc = NULL;
-	const uint64_t f[2] = { FI_REMOTE_WRITE, FI_REMOTE_READ };
-	struct region t = { 0 };
-	uint8_t buf[64];
-	struct node *a, *b;
-	int i, ok;
-
-	if (ibft_deviates("verbs;ofi_rxm", name, "rxm offers no FI_RMA_EVENT"))
-		return;
-	want_mr_mode = rma_mr_mode();
-	a = node_open(0, a_caps, 0);
-	b = node_open(1, FI_MSG | FI_RMA | FI_RMA_EVENT, 0);
-	if (!a || !b)
-		goto out;
-	c[0] = cntr_open(b);
-	c[1] = cntr_open(b);
-	mc = cntr_open(b);
-	ok = c[0] && c[1] && mc && !node_ep_open_bind(b, 0, c, f, 2) &&
-	     !insert_all((struct node *[]){ a, b }, 2) &&
-	     !region_open(b, &t, 4096, FI_REMOTE_WRITE | FI_REMOTE_READ) &&
-	     !fi_mr_bind(t.mr, &mc->fid, FI_REMOTE_WRITE);
-	for (i = 0; ok && i < 3; i++)
-		ok = !POST(fi_write(a->ep, buf, sizeof(buf), NULL, a->peer[1],
-				    t.addr, t.key, NULL));
-	for (i = 0; ok && i < 2; i++)
-		ok = !POST(fi_read(a->ep, buf, sizeof(buf), NULL, a->peer[1],
-				   t.addr, t.key, NULL));
-	/* A's five complete with A alone progressed (with requested keys,
-	 * B must answer A's question first: both are); then B's region
-	 * counter is waited for alone, and must progress B to see the
-	 * notices. */
-	for (i = 0; ok && i < 5; i++) {
-		struct comp cp;
-
-		ok = !(reqkey ? wait_comp : wait_comp_alone)(a, &cp, WAIT_MS) &&
-		     !cp.err;
-	}
-	ok = ok && !fi_cntr_wait(mc, 3, WAIT_MS);
-	for (i = 0; ok && i < 2000 && (fi_cntr_read(c[0]) < 3 ||
-				       fi_cntr_read(c[1]) < 2); i++)
-		idle(a, 10);
-	ok = ok && fi_cntr_read(c[0]) == 3 && fi_cntr_read(c[1]) == 2 &&
-	     fi_cntr_read(mc) == 3;
-	IBFT_CHECK(ok, name, "the target counted %llu writes (3) and "
-		   "%llu reads (2); the region's counter %llu (3)",
-		   c[0] ? (unsigned long long)fi_cntr_read(c[0]) : 0ull,
-		   c[1] ? (unsigned long long)fi_cntr_read(c[1]) : 0ull,
-		   mc ? (unsigned long long)fi_cntr_read(mc) : 0ull);
-	region_close(&t);
-	if (mc)
-		fi_close(&mc->fid);
-out:
-	for (i = 0; i < 2; i++) {
-		struct node *n = i ? b : a;
-
-		if (n && n->ep) {
-			fi_close(&n->ep->fid);
-			n->ep = NULL;
-		}
-	}
-	for (i = 0; i < 2; i++)
-		if (c[i])
-			fi_close(&c[i]->fid);
-	close_all();
-}
-
 /* n's region of len bytes at buf under requested key, readable and
  * writable by peers (bound to n's endpoint where mr_mode asks). */
 static int reg_keyed(struct node *n, void *buf, size_t len, uint64_t key,
@@ -783,33 +628,6 @@ out:
 	close_all();
 }
 
-/* Opened for messages only: RMA is refused, not attempted. */
-static void test_no_rma_caps(void)
-{
-	struct node *a, *b;
-	uint8_t buf[8];
-	int ret;
-
-	want_mr_mode = 0;
-	a = node_open(0, FI_MSG, 0);
-	b = node_open(1, FI_MSG, 0);
-	if (!a || !b || insert_all((struct node *[]){ a, b }, 2))
-		goto out;
-	IBFT_CHECK(!(a->info->caps & FI_RMA) &&
-		   a->info->domain_attr->mr_mode == 0, "rma-msg-only-info",
-		   "messaging caps got mr_mode %#x, caps %#llx",
-		   a->info->domain_attr->mr_mode,
-		   (unsigned long long)a->info->caps);
-	if (ibft_deviates("verbs;ofi_rxm", "rma-refused-without-cap",
-			  "rxm posts RMA on an endpoint opened without FI_RMA"))
-		goto out;
-	ret = (int)fi_write(a->ep, buf, sizeof(buf), NULL, a->peer[1], 0, 1, NULL);
-	IBFT_CHECK(ret == -FI_EOPNOTSUPP || ret == -FI_ENOSYS,
-		   "rma-refused-without-cap", "fi_write returned %d", ret);
-out:
-	close_all();
-}
-
 /*
  * IBFT_NO_UFFD=1: this process may not use userfaultfd (as a user whose
  * kernel does not allow it), so the provider's registration cache cannot
@@ -876,12 +694,7 @@ int main(int argc, char **argv)
 			ns[i]->ep = NULL;
 		}
 	}
-	if (wr)
-		fi_close(&wr->fid);
-	if (rd)
-		fi_close(&rd->fid);
-	if (rw)
-		fi_close(&rw->fid);
+	counters_close();
 	close_all();
 	test_rma_event(FI_MSG | FI_RMA | FI_RMA_EVENT, "rma-event");
 	test_rma_event(FI_MSG | FI_RMA, "rma-event-initiator-without-cap");
