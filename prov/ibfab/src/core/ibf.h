@@ -21,6 +21,7 @@
 #ifndef IBF_H
 #define IBF_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -200,6 +201,41 @@ struct ibf_fabric {
 int ibf_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 		    void *context);
 
+/*
+ * How a CQ or a counter drives an endpoint bound to it without knowing its
+ * kind: the endpoint embeds one of these and registers it at bind.
+ * progress moves the endpoint's data; sink, if not NULL, is the
+ * fi_cq_read running it (ibf_cq_sink_take).  trywait answers 0 when the
+ * endpoint is armed with nothing to do, so a sleep misses nothing, or
+ * -FI_EAGAIN.  Called under the CQ's or counter's lock.
+ */
+struct ibf_cq_sink;
+struct ibf_progress {
+	void (*progress)(struct ibf_progress *p, struct ibf_cq_sink *sink);
+	int (*trywait)(struct ibf_progress *p);
+};
+
+/*
+ * What core opens of the wings, filled in once by fi_prov_ini (ibf_init.c,
+ * the one file above the wings) before libfabric calls anything else, so
+ * that core names no wing: fi_endpoint by endpoint type, fi_srx_context
+ * (FI_EP_MSG), fi_passive_ep (FI_EP_MSG), and fi_atomic's way out.
+ */
+struct ibf_atomic_port;
+struct ibf_wing_ops {
+	int (*msg_ep_open)(struct fid_domain *domain, struct fi_info *info,
+			   struct fid_ep **ep, void *context);
+	int (*rdm_ep_open)(struct fid_domain *domain, struct fi_info *info,
+			   struct fid_ep **ep, void *context);
+	int (*srx_open)(struct fid_domain *domain, struct fi_rx_attr *attr,
+			struct fid_ep **rx_ep, void *context);
+	int (*pep_open)(struct fid_fabric *fabric, struct fi_info *info,
+			struct fid_pep **pep, void *context);
+	/* How each endpoint kind sends atomics (ibf_atomic_ops.h). */
+	const struct ibf_atomic_port *rdm_atomic, *msg_atomic;
+};
+extern struct ibf_wing_ops ibf_wing_ops;
+
 /* ---- domain ---- */
 #define IBF_MR_BUCKET_BITS 10
 #define IBF_MR_BUCKETS (1u << IBF_MR_BUCKET_BITS)
@@ -235,15 +271,16 @@ struct ibf_domain {
 	 * (and sleeps on) every such endpoint, since any may be the target.
 	 */
 	pthread_mutex_t event_lock;
-	struct ibf_event_ep { struct ibf_rdm_ep *ep; int fd; } *event_eps;
+	struct ibf_event_ep { struct ibf_progress *ep; int fd; } *event_eps;
 	int nevent_eps;
 	struct ibf_mr_cntr { struct ibf_cntr *cntr; int refs; } *mr_cntrs;
 	int nmr_cntrs;
 };
 /* An RDM endpoint with FI_RMA_EVENT (fd: its completion channel) feeds
  * the counters bound to the domain's MRs: 0 or -FI_ENOMEM. */
-int ibf_domain_event_ep_add(struct ibf_domain *dom, struct ibf_rdm_ep *ep, int fd);
-void ibf_domain_event_ep_del(struct ibf_domain *dom, struct ibf_rdm_ep *ep);
+int ibf_domain_event_ep_add(struct ibf_domain *dom, struct ibf_progress *ep,
+			    int fd);
+void ibf_domain_event_ep_del(struct ibf_domain *dom, struct ibf_progress *ep);
 /* The domain's registration cache, opened on first use; NULL if none. */
 struct ibf_mr_cache *ibf_domain_mr_cache(struct ibf_domain *dom);
 int ibf_domain_open(struct fid_fabric *fabric, struct fi_info *info,
@@ -443,7 +480,6 @@ static inline int ibf_threading_needs_lock(enum fi_threading threading)
 struct ibf_ring;
 struct ibf_srx;
 struct ibf_ep;
-struct ibf_rdm_ep;
 enum ibf_op_kind {
 	IBF_OP_RING,		/* an endpoint's send or receive queue */
 	IBF_OP_SRX,		/* a shared receive context's slot */
@@ -461,7 +497,7 @@ struct ibf_op {
 	struct ibf_ring *ring;	/* IBF_OP_RING */
 	struct ibf_srx *srx;	/* IBF_OP_SRX */
 	struct ibf_ep *ep;	/* IBF_OP_BOUNCE, IBF_OP_URECV */
-	int kind;		/* enum ibf_op_kind */
+	enum ibf_op_kind kind;
 	int user_comp;		/* the caller asked for a completion */
 	uint32_t lkey;		/* FI_MULTI_RECV: to post the rest again */
 	/* What a soft completion reports beyond the above (tagged mode). */
@@ -471,6 +507,9 @@ struct ibf_op {
 	fi_addr_t src;		/* FI_SOURCE: the sender (RDM) */
 	/* FI_EP_MSG: the counter its completion adds to, or NULL. */
 	struct ibf_cntr *cntr;
+	/* All but a ring's slot: what gives it back to its owner once its
+	 * completion has been read (set by the wing that made it). */
+	void (*release)(struct ibf_op *op);
 };
 
 struct ibf_ring {
@@ -492,41 +531,32 @@ static inline void ibf_ring_retire(struct ibf_op *op)
 	uint32_t idx = (uint32_t)(op - r->ops);
 	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
 
+	assert(idx < r->size);	/* a slot of this ring */
 	/* Advance tail to just past idx, modulo the ring. */
 	tail += ((idx - tail) & (r->size - 1)) + 1;
 	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 }
 
-/*
- * A shared receive context's slots complete in any order (each QP reports
- * to its own CQ), so they go back to a free list rather than a ring.
- */
-void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op);
-
-/* Tagged mode (ibf_msg_tagged.c): a slot whose completion has been read. */
-void ibf_tagged_release(struct ibf_op *op);
-/* RDM (ibf_rdm_sendrecv.c): an op whose completion has been read. */
-void ibf_rdm_release(struct ibf_op *op);
-/* FI_EP_MSG atomics (ibf_msg_atomic.c): an answered atomic, read. */
-void ibf_msg_atomic_release(struct ibf_op *op);
-
 /* The completion of op has been read: its slot may be reused. */
 static inline void ibf_op_release(struct ibf_op *op)
 {
-	if (likely(op->kind == IBF_OP_RING))
+	if (likely(op->kind == IBF_OP_RING)) {
 		ibf_ring_retire(op);
-	else if (op->kind == IBF_OP_SRX)
-		ibf_srx_put(op->srx, op);
-	else if (op->kind == IBF_OP_RDM)
-		ibf_rdm_release(op);
-	else if (op->kind == IBF_OP_MATOMIC)
-		ibf_msg_atomic_release(op);
-	else
-		ibf_tagged_release(op);
+	} else {
+		assert(op->release);	/* its owner said how */
+		op->release(op);
+	}
 }
 
 /* ---- completion queue ---- */
 #define IBF_CQ_BATCH 16
+/* Where the error fi_cq_readerr will take waits, if one does. */
+enum ibf_cq_err {
+	IBF_CQ_ERR_NONE,
+	IBF_CQ_ERR_WC,		/* the device completion at wc[wc_next] */
+	IBF_CQ_ERR_SOFT,	/* the soft completion at soft_head */
+	IBF_CQ_ERR_REPORT,	/* the report at rep_head */
+};
 struct ibf_cq {
 	struct fid_cq cq_fid;
 	struct ibf_domain *domain;
@@ -542,7 +572,7 @@ struct ibf_cq {
 	 */
 	struct ibv_wc *wc;
 	int wc_next, wc_count, wc_cap;
-	int has_err;		/* wc[wc_next] is an error for fi_cq_readerr */
+	enum ibf_cq_err has_err;	/* an error for fi_cq_readerr, and where */
 	struct ibf_waitfd wait;	/* channel + fi_cq_signal's eventfd */
 	int cqe_used;		/* queue slots of the endpoints using it */
 	int ref;		/* endpoints bound */
@@ -558,14 +588,16 @@ struct ibf_cq {
 	int waiting;		/* fi_trywait passed; no read since (atomic) */
 	int signaled;		/* fi_cq_signal called, no sread woken (atomic) */
 	/*
-	 * RDM endpoints bound here: a read progresses each (ibf_rdm_progress).
+	 * Endpoints whose completions come here by progress (RDM): a read
+	 * progresses each through the hook it registered.
 	 */
-	struct ibf_rdm_ep **rdm;
-	int nrdm;
+	struct ibf_progress **eps;
+	int neps;
 	/* A QP's completions come to the device CQ (an FI_EP_MSG endpoint
 	 * reserved room in it: ibf_cq_reserve); until then reads do not poll
 	 * it (RDM endpoints have CQs of their own).  Atomic, set once. */
 	int hw_used;
+	const struct ibf_cq_wc_hook *wc_hook;	/* set with hw_used */
 	/*
 	 * Completions a counter's progress took out of the device CQ (so
 	 * counters advance without a CQ reader) that the application is still
@@ -580,9 +612,10 @@ struct ibf_cq_report {
 	struct fi_cq_err_entry e;	/* e.err != 0: an error completion */
 	uint32_t qp_num;		/* whose: a closing endpoint drops its own */
 };
-/* fd: the endpoint's completion channel, or -1 if it has none. */
-int ibf_cq_add_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd);
-void ibf_cq_del_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd);
+/* An endpoint the CQ progresses on each read; fd: the endpoint's
+ * completion channel, or -1 if it has none. */
+int ibf_cq_add_ep(struct ibf_cq *cq, struct ibf_progress *p, int fd);
+void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *p, int fd);
 /*
  * A read of the CQ in progress: fi_cq_read's own buffer, which the
  * progress it runs may write completions of that CQ into directly,
@@ -603,11 +636,6 @@ struct ibf_cq_sink {
  */
 int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op);
 
-/* ibf_rdm_proto.c: move an RDM endpoint's data (its CQ, its CM work);
- * sink, if not NULL, is the read of one of its CQs that runs it. */
-void ibf_rdm_progress(struct ibf_rdm_ep *ep, struct ibf_cq_sink *sink);
-/* 0 when it is armed and has nothing: a wait may sleep; or -FI_EAGAIN. */
-int ibf_rdm_trywait(struct ibf_rdm_ep *ep);
 
 /* Room for n more soft completions; queue one (from any thread). */
 int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n);
@@ -618,8 +646,25 @@ void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op);
 void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
 		   uint64_t *flags, size_t *len, uint64_t *data);
 
-/* Room for an endpoint's queues, so completions can never overrun. */
-int ibf_cq_reserve(struct ibf_cq *cq, int entries);
+/*
+ * What a wing does with device completions of its own before the CQ
+ * reports them (FI_EP_MSG: tagged-mode bounces and atomic answers, failed
+ * sends of its own, multi-receive buffers).  Called with cq->lock held.
+ * own: for a completion of any op but a ring slot's, and for a failed
+ * one: 1 if it was the wing's and is dealt with (op released or kept),
+ * so the CQ reports nothing; 0: the CQ reports it as usual.
+ * multi_next: a multi-receive (FI_MULTI_RECV) completed; moves its buffer
+ * on and returns the flags its report must not carry yet.
+ */
+struct ibf_cq_wc_hook {
+	int (*own)(struct ibf_cq *cq, struct ibf_op *op, const struct ibv_wc *wc);
+	uint64_t (*multi_next)(struct ibf_op *op, const struct ibv_wc *wc);
+};
+/* Room for an endpoint's queues, so completions can never overrun; the
+ * endpoint's QPs complete into the device CQ from then on, and hook
+ * (the same for every endpoint of a CQ) handles what is its own. */
+int ibf_cq_reserve(struct ibf_cq *cq, int entries,
+		   const struct ibf_cq_wc_hook *hook);
 void ibf_cq_unreserve(struct ibf_cq *cq, int entries);
 /* What a closing endpoint takes out of a CQ (ibf_cq_drain). */
 struct ibf_drain {
@@ -671,7 +716,8 @@ struct ibf_cntr {
 	int watcher;
 	uint64_t wakes;
 	struct ibf_lock lock;	/* the endpoints bound */
-	struct ibf_cntr_src { struct ibf_rdm_ep *rdm; struct ibf_ep *msg; } *src;
+	/* Endpoints bound, each with the channels it sleeps on. */
+	struct ibf_cntr_src { struct ibf_progress *ep; int fd[2]; } *src;
 	int nsrc;
 	int ref;		/* endpoints bound */
 };
@@ -689,13 +735,14 @@ int ibf_cntr_bind_kinds(struct ibf_cntr **slot, const uint64_t *kind_flag,
 			uint64_t flags);
 /* An operation counted by c completed: err 0, or failed. */
 void ibf_cntr_count(struct ibf_cntr *c, int err);
-/* An RDM endpoint bound to c (fd: its completion channel, or -1). */
-int ibf_cntr_add_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd);
-void ibf_cntr_del_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd);
-/* An enabled FI_EP_MSG endpoint bound to c: c progresses and sleeps on its
- * CQs. */
-int ibf_cntr_add_msg(struct ibf_cntr *c, struct ibf_ep *ep);
-void ibf_cntr_del_msg(struct ibf_cntr *c, struct ibf_ep *ep);
+/*
+ * An endpoint bound to c: c progresses it through its hook and sleeps on
+ * fd[0] and fd[1], its completion channels (-1: none).  Bound for several
+ * kinds of operation, it is added once.
+ */
+int ibf_cntr_add_ep(struct ibf_cntr *c, struct ibf_progress *ep,
+		    const int fd[2]);
+void ibf_cntr_del_ep(struct ibf_cntr *c, struct ibf_progress *ep);
 /* fi_trywait on a counter: 0, -FI_EAGAIN, or -FI_EINVAL (no wait object). */
 int ibf_cntr_trywait(struct ibf_cntr *c);
 

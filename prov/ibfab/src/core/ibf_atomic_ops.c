@@ -213,8 +213,8 @@ int ibf_atomic_answer_check(const void *wire, size_t len, size_t want)
 
 static const struct ibf_atomic_port *ibf_atomic_port_of(struct fid_ep *ep)
 {
-	return ep->atomic == &ibf_rdm_atomic_ops ? &ibf_rdm_atomic_port :
-						   &ibf_msg_atomic_port;
+	return ep->atomic == &ibf_rdm_atomic_ops ? ibf_wing_ops.rdm_atomic :
+						   ibf_wing_ops.msg_atomic;
 }
 
 static ssize_t ibf_atomic_call(struct fid_ep *ep, const struct ibf_atomic_args *a,

@@ -54,8 +54,10 @@ struct ibf_atomic_port {
 	size_t (*eager_size)(struct fid_ep *ep);
 	uint64_t inject_flags;
 };
-extern const struct ibf_atomic_port ibf_rdm_atomic_port;	/* ibf_rdm_atomic.c */
-extern const struct ibf_atomic_port ibf_msg_atomic_port;	/* ibf_msg_atomic.c */
+/* Each wing's (ibf_rdm_atomic.c, ibf_msg_atomic.c), which the core's
+ * fi_ops_atomic reaches through ibf_wing_ops. */
+extern const struct ibf_atomic_port ibf_rdm_atomic_port;
+extern const struct ibf_atomic_port ibf_msg_atomic_port;
 extern struct fi_ops_atomic ibf_rdm_atomic_ops, ibf_msg_atomic_ops;
 
 /* Elements of dt one request carries at most with this eager size. */

@@ -534,6 +534,39 @@ static int ibf_av_insertsym(struct fid_av *av_fid, const char *node,
 }
 
 
+void ibf_av_attach(struct ibf_av *av, struct ibf_av_user *u)
+{
+	pthread_mutex_lock(&av->eps_lock);
+	u->next = av->eps;
+	av->eps = u;
+	pthread_mutex_unlock(&av->eps_lock);
+}
+
+void ibf_av_detach(struct ibf_av *av, struct ibf_av_user *u)
+{
+	struct ibf_av_user **p;
+
+	pthread_mutex_lock(&av->eps_lock);
+	for (p = &av->eps; *p; p = &(*p)->next) {
+		if (*p == u) {
+			*p = u->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&av->eps_lock);
+}
+
+/* Every endpoint bound forgets addr before it can be handed out again. */
+static void ibf_av_forget(struct ibf_av *av, fi_addr_t addr)
+{
+	struct ibf_av_user *u;
+
+	pthread_mutex_lock(&av->eps_lock);
+	for (u = av->eps; u; u = u->next)
+		u->forget(u, addr);
+	pthread_mutex_unlock(&av->eps_lock);
+}
+
 static int ibf_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 			 size_t count, uint64_t flags)
 {
@@ -553,7 +586,7 @@ static int ibf_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr,
 		}
 	}
 	for (i = 0; i < count; i++) {
-		ibf_rdm_ep_forget_addr(av, fi_addr[i]);
+		ibf_av_forget(av, fi_addr[i]);
 		ibf_av_shm_lock(av, LOCK_EX);
 		pthread_mutex_lock(&av->lock);
 		av->used[fi_addr[i]] = 0;

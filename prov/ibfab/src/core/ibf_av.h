@@ -2,15 +2,23 @@
 /*
  * Address vectors (ibf_av.c) and the names they hold: an RDM endpoint's
  * name is its rdma_cm address with a key only its owner hands out.
- * Endpoints bound to an AV hear of removed addresses through
- * ibf_rdm_ep_forget_addr, the AV's one call into the rdm wing.
+ * Endpoints bound to an AV hear of removed addresses through the hook
+ * they attach (struct ibf_av_user).
  */
 #ifndef IBF_AV_H
 #define IBF_AV_H
 
 #include "ibf.h"
 
-struct ibf_rdm_ep;
+/*
+ * An endpoint bound to an AV embeds one of these and attaches it
+ * (ibf_av_attach): fi_av_remove calls forget for each address it takes
+ * out, before the address can be handed out again, under av->eps_lock.
+ */
+struct ibf_av_user {
+	void (*forget)(struct ibf_av_user *u, fi_addr_t addr);
+	struct ibf_av_user *next;	/* the AV's, under eps_lock */
+};
 
 /* An RDM endpoint's address: a sockaddr_in or sockaddr_in6, zero padded. */
 #define IBF_ADDR_MAX sizeof(struct sockaddr_in6)
@@ -31,12 +39,12 @@ struct ibf_av {
 	struct ibf_name *names;
 	uint8_t *used;
 	/*
-	 * Bound endpoints, through av_next, under eps_lock: fi_av_remove
+	 * Bound endpoints' hooks, under eps_lock: fi_av_remove
 	 * takes it, then each endpoint's lock; the data path takes its
 	 * endpoint's lock, then av->lock: never the two AV locks nested.
 	 */
 	pthread_mutex_t eps_lock;
-	struct ibf_rdm_ep *eps;
+	struct ibf_av_user *eps;
 	size_t count, cap;	/* slots handed out, slots allocated */
 	int ref;		/* endpoints bound */
 	/* A named AV lives in shared memory: names, used and map are there. */
@@ -74,7 +82,8 @@ void ibf_name_sockaddr(const struct ibf_name *name, struct sockaddr_storage *ss)
  * address (no key) and have is the endpoint at that address. */
 int ibf_name_matches(const struct ibf_name *want, const struct ibf_name *have);
 
-/* Bound endpoints forget their connections' fi_addrs (ibf_rdm_ep.c). */
-void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr);
+/* An endpoint bound to av, or no longer bound. */
+void ibf_av_attach(struct ibf_av *av, struct ibf_av_user *u);
+void ibf_av_detach(struct ibf_av *av, struct ibf_av_user *u);
 
 #endif /* IBF_AV_H */

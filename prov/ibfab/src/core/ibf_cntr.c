@@ -23,9 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Upward: a counter finds an FI_EP_MSG endpoint's CQs until the
- * counter drives endpoints through hooks (issue 19, item 2). */
-#include "ibf_msg.h"
+#include "ibf.h"
 
 static struct ibf_cntr *to_ibf_cntr(struct fid_cntr *c)
 {
@@ -35,34 +33,12 @@ static struct ibf_cntr *to_ibf_cntr(struct fid_cntr *c)
 /* Progress every endpoint bound to c. */
 static void ibf_cntr_progress(struct ibf_cntr *c)
 {
-	struct ibf_cq *scq, *rcq;
 	int i;
 
 	ibf_lock_acquire(&c->lock);
-	for (i = 0; i < c->nsrc; i++) {
-		if (c->src[i].rdm) {
-			ibf_rdm_progress(c->src[i].rdm, NULL);
-			continue;
-		}
-		scq = ibf_ep_send_cq(c->src[i].msg);
-		rcq = ibf_ep_recv_cq(c->src[i].msg);
-		ibf_cq_progress(scq);
-		if (rcq != scq)
-			ibf_cq_progress(rcq);
-	}
+	for (i = 0; i < c->nsrc; i++)
+		c->src[i].ep->progress(c->src[i].ep, NULL);
 	ibf_lock_release(&c->lock);
-}
-
-/* 0 when the MSG endpoint's CQs are armed with nothing new. */
-static int ibf_cntr_msg_trywait(struct ibf_ep *ep)
-{
-	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
-	int ret;
-
-	ret = ibf_cq_cntr_trywait(scq);
-	if (!ret && rcq != scq)
-		ret = ibf_cq_cntr_trywait(rcq);
-	return ret;
 }
 
 /*
@@ -171,8 +147,7 @@ static int ibf_cntr_arm(struct ibf_cntr *c)
 
 	ibf_lock_acquire(&c->lock);
 	for (i = 0; !ret && i < c->nsrc; i++)
-		ret = c->src[i].rdm ? ibf_rdm_trywait(c->src[i].rdm) :
-				      ibf_cntr_msg_trywait(c->src[i].msg);
+		ret = c->src[i].ep->trywait(c->src[i].ep);
 	ibf_lock_release(&c->lock);
 	return ret;
 }
@@ -316,16 +291,13 @@ static struct fi_ops_cntr ibf_cntr_ops = {
 	.seterr = ibf_cntr_seterr,
 };
 
-static int ibf_cntr_msg_fds(struct ibf_ep *ep, int fd[2]);
-
 /* c->lock held: does an endpoint still bound sleep on fd (a shared CQ)? */
 static int ibf_cntr_fd_used(struct ibf_cntr *c, int fd)
 {
-	int i, f[2];
+	int i;
 
 	for (i = 0; i < c->nsrc; i++)
-		if (c->src[i].msg && ibf_cntr_msg_fds(c->src[i].msg, f) &&
-		    (f[0] == fd || f[1] == fd))
+		if (c->src[i].fd[0] == fd || c->src[i].fd[1] == fd)
 			return 1;
 	return 0;
 }
@@ -365,35 +337,32 @@ static void ibf_cntr_unwatch(struct ibf_cntr *c, const int *fd, int nfd)
 			ibf_waitfd_unwatch(&c->wait, fd[i]);
 }
 
-static void ibf_cntr_src_del(struct ibf_cntr *c, struct ibf_cntr_src src,
-			     const int *fd, int nfd)
+void ibf_cntr_del_ep(struct ibf_cntr *c, struct ibf_progress *ep)
 {
+	struct ibf_cntr_src gone;
 	int i;
 
 	ibf_lock_acquire(&c->lock);
 	for (i = 0; i < c->nsrc; i++) {
-		if (c->src[i].rdm == src.rdm && c->src[i].msg == src.msg) {
+		if (c->src[i].ep == ep) {
+			gone = c->src[i];
 			c->src[i] = c->src[--c->nsrc];
-			ibf_cntr_unwatch(c, fd, nfd);
+			ibf_cntr_unwatch(c, gone.fd, 2);
 			break;
 		}
 	}
 	ibf_lock_release(&c->lock);
 }
 
-/*
- * An endpoint (src) that c progresses, with the fds c sleeps on for it.
- * Bound for several kinds of operation, it is added once.
- */
-static int ibf_cntr_src_add(struct ibf_cntr *c, struct ibf_cntr_src src,
-				const int *fd, int nfd)
+int ibf_cntr_add_ep(struct ibf_cntr *c, struct ibf_progress *ep,
+		    const int fd[2])
 {
 	struct ibf_cntr_src *tmp;
 	int ret = 0, i;
 
 	ibf_lock_acquire(&c->lock);
 	for (i = 0; i < c->nsrc; i++) {
-		if (c->src[i].rdm == src.rdm && c->src[i].msg == src.msg) {
+		if (c->src[i].ep == ep) {
 			ibf_lock_release(&c->lock);
 			return 0;
 		}
@@ -401,68 +370,19 @@ static int ibf_cntr_src_add(struct ibf_cntr *c, struct ibf_cntr_src src,
 	tmp = realloc(c->src, (c->nsrc + 1) * sizeof(*tmp));
 	if (tmp) {
 		c->src = tmp;
-		c->src[c->nsrc++] = src;
+		c->src[c->nsrc++] = (struct ibf_cntr_src){ ep, { fd[0], fd[1] } };
 	}
 	ibf_lock_release(&c->lock);
 	if (!tmp)
 		return -FI_ENOMEM;
-	for (i = 0; c->waitable && i < nfd; i++) {
+	for (i = 0; c->waitable && i < 2; i++) {
 		ret = fd[i] >= 0 ? ibf_waitfd_watch(&c->wait, fd[i]) : 0;
 		if (ret && ret != -EEXIST) {	/* EEXIST: a CQ shared */
-			ibf_cntr_src_del(c, src, NULL, 0);
-			ibf_lock_acquire(&c->lock);
-			ibf_cntr_unwatch(c, fd, i);
-			ibf_lock_release(&c->lock);
+			ibf_cntr_del_ep(c, ep);	/* unwatches what it may */
 			return ret;
 		}
 	}
 	return 0;
-}
-
-int ibf_cntr_add_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd)
-{
-	struct ibf_cntr_src src = { .rdm = ep };
-
-	return ibf_cntr_src_add(c, src, &fd, 1);
-}
-
-void ibf_cntr_del_rdm(struct ibf_cntr *c, struct ibf_rdm_ep *ep, int fd)
-{
-	struct ibf_cntr_src src = { .rdm = ep };
-
-	ibf_cntr_src_del(c, src, &fd, 1);
-}
-
-/* The completion channels of a MSG endpoint's CQs (-1: none, or the same). */
-static int ibf_cntr_msg_fds(struct ibf_ep *ep, int fd[2])
-{
-	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
-
-	fd[0] = scq->channel ? scq->channel->fd : -1;
-	fd[1] = rcq != scq && rcq->channel ? rcq->channel->fd : -1;
-	return 2;
-}
-
-int ibf_cntr_add_msg(struct ibf_cntr *c, struct ibf_ep *ep)
-{
-	struct ibf_cntr_src src = { .msg = ep };
-	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
-	int fd[2], ret;
-
-	ret = ibf_cq_use_reports(scq);
-	if (!ret && rcq != scq)
-		ret = ibf_cq_use_reports(rcq);
-	if (ret)
-		return ret;
-	return ibf_cntr_src_add(c, src, fd, ibf_cntr_msg_fds(ep, fd));
-}
-
-void ibf_cntr_del_msg(struct ibf_cntr *c, struct ibf_ep *ep)
-{
-	struct ibf_cntr_src src = { .msg = ep };
-	int fd[2];
-
-	ibf_cntr_src_del(c, src, fd, ibf_cntr_msg_fds(ep, fd));
 }
 
 static int ibf_cntr_close(struct fid *fid)

@@ -22,10 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ibf.h"
 #include "ibf_abi.h"
-/* Upward: MSG work completions are dispatched here until the CQ
- * becomes a leaf (issue 19, item 2). */
-#include "ibf_msg.h"
 
 static size_t ibf_cq_entry_size(enum fi_cq_format format)
 {
@@ -132,17 +130,16 @@ static inline int ibf_cq_fetch(struct ibf_cq *cq, struct ibv_wc *wc, int max)
 }
 
 /*
- * A failed send of the provider's own (op flags 0; framed mode's atomic
- * requests and refusals): the operation it served fails instead, and
- * nothing is reported for the send itself.  Returns whether it was one.
+ * A device completion the endpoint's wing deals with itself (struct
+ * ibf_cq_wc_hook): any but a ring slot's, and failures.  A plain ring
+ * slot's success, the usual case, makes no call.
  */
-static int ibf_cq_internal_failed(const struct ibv_wc *wc, struct ibf_op *op)
+static inline int ibf_cq_wing_owns(struct ibf_cq *cq, struct ibf_op *op,
+				   const struct ibv_wc *wc)
 {
-	if (op->kind != IBF_OP_RING || op->flags || wc->status == IBV_WC_SUCCESS)
+	if (likely(op->kind == IBF_OP_RING && wc->status == IBV_WC_SUCCESS))
 		return 0;
-	ibf_msg_atomic_fail(op->context, ibf_wc_status_to_fi(wc->status));
-	ibf_op_release(op);
-	return 1;
+	return cq->wc_hook->own(cq, op, wc);
 }
 
 /* Does this successful completion reach the application's CQ? */
@@ -159,11 +156,11 @@ static int ibf_cq_reports(const struct ibv_wc *wc, const struct ibf_op *op)
 }
 
 /* A completed multi-receive: what its completion does not report yet. */
-static uint64_t ibf_cq_multi_clear(struct ibf_op *op, const struct ibv_wc *wc)
+static inline uint64_t ibf_cq_multi_clear(struct ibf_cq *cq, struct ibf_op *op,
+					  const struct ibv_wc *wc)
 {
-	if (unlikely(op->flags & FI_MULTI_RECV) &&
-	    !ibf_ep_multi_recv_next(op, wc->byte_len))
-		return FI_MULTI_RECV;	/* the buffer has room left */
+	if (unlikely(op->flags & FI_MULTI_RECV))
+		return cq->wc_hook->multi_next(op, wc);
 	return 0;
 }
 
@@ -271,17 +268,18 @@ static inline int ibf_cq_nothing_queued(struct ibf_cq *cq)
 	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
 }
 
-static inline void ibf_cq_progress_rdm(struct ibf_cq *cq,
+/* Progress the endpoints that complete here by progress (their hooks). */
+static inline void ibf_cq_progress_eps(struct ibf_cq *cq,
 				       struct ibf_cq_sink *sink)
 {
 	int i;
 
-	if (likely(cq->nrdm == 1)) {	/* one endpoint per CQ, the usual */
-		ibf_rdm_progress(cq->rdm[0], sink);
+	if (likely(cq->neps == 1)) {	/* one endpoint per CQ, the usual */
+		cq->eps[0]->progress(cq->eps[0], sink);
 		return;
 	}
-	for (i = 0; i < cq->nrdm; i++)
-		ibf_rdm_progress(cq->rdm[i], sink);
+	for (i = 0; i < cq->neps; i++)
+		cq->eps[i]->progress(cq->eps[i], sink);
 }
 
 int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
@@ -295,18 +293,18 @@ int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
 	return 1;
 }
 
-int ibf_cq_add_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd)
+int ibf_cq_add_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 {
-	struct ibf_rdm_ep **tmp;
+	struct ibf_progress **tmp;
 	int ret = 0;
 
 	if (cq->channel && fd >= 0 && (ret = ibf_waitfd_watch(&cq->wait, fd)))
 		return ret;
 	ibf_lock_acquire(&cq->lock);
-	tmp = realloc(cq->rdm, (cq->nrdm + 1) * sizeof(*tmp));
+	tmp = realloc(cq->eps, (cq->neps + 1) * sizeof(*tmp));
 	if (tmp) {
-		cq->rdm = tmp;
-		cq->rdm[cq->nrdm++] = ep;
+		cq->eps = tmp;
+		cq->eps[cq->neps++] = ep;
 	}
 	ibf_lock_release(&cq->lock);
 	if (!tmp && cq->channel && fd >= 0)
@@ -314,14 +312,14 @@ int ibf_cq_add_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd)
 	return tmp ? 0 : -FI_ENOMEM;
 }
 
-void ibf_cq_del_rdm(struct ibf_cq *cq, struct ibf_rdm_ep *ep, int fd)
+void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 {
 	int i;
 
 	ibf_lock_acquire(&cq->lock);
-	for (i = 0; i < cq->nrdm; i++) {
-		if (cq->rdm[i] == ep) {
-			cq->rdm[i] = cq->rdm[--cq->nrdm];
+	for (i = 0; i < cq->neps; i++) {
+		if (cq->eps[i] == ep) {
+			cq->eps[i] = cq->eps[--cq->neps];
 			break;
 		}
 	}
@@ -350,7 +348,7 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 			     __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))) {
 			op = cq->soft[cq->soft_head & (cq->soft_size - 1)];
 			if (op->err) {
-				cq->has_err = 2;	/* a soft error, at soft_head */
+				cq->has_err = IBF_CQ_ERR_SOFT;
 				break;
 			}
 			cq->soft_head++;
@@ -366,7 +364,7 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 		if (unlikely(cq->rep_head != cq->rep_tail)) {
 			rep = &cq->rep[cq->rep_head & (cq->rep_size - 1)];
 			if (rep->e.err) {
-				cq->has_err = 3;	/* a report, at rep_head */
+				cq->has_err = IBF_CQ_ERR_REPORT;
 				break;
 			}
 			cq->rep_head++;
@@ -387,27 +385,16 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 		}
 		wc = &cq->wc[cq->wc_next];
 		op = (struct ibf_op *)(uintptr_t)wc->wr_id;
-		if (unlikely(op->kind == IBF_OP_BOUNCE)) {
-			/* Tagged mode: match, queue a soft completion or keep. */
+		if (unlikely(ibf_cq_wing_owns(cq, op, wc))) {
 			cq->wc_next++;
-			ibf_tagged_on_bounce(cq, op, wc);
-			continue;
-		}
-		if (unlikely(op->kind == IBF_OP_REPLY)) {
-			cq->wc_next++;	/* an atomic's answer went */
-			ibf_tagged_on_reply(op, wc);
 			continue;
 		}
 		if (unlikely(wc->status != IBV_WC_SUCCESS)) {
-			if (ibf_cq_internal_failed(wc, op)) {
-				cq->wc_next++;
-				continue;
-			}
-			cq->has_err = 1;	/* fi_cq_readerr takes it */
+			cq->has_err = IBF_CQ_ERR_WC;
 			break;
 		}
 		cq->wc_next++;
-		clear = ibf_cq_multi_clear(op, wc);
+		clear = ibf_cq_multi_clear(cq, op, wc);
 		if (ibf_cq_reports(wc, op)) {
 			ibf_cq_fill(cq, (char *)buf + n * cq->entry_size, wc, op,
 				    clear);
@@ -422,12 +409,18 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 	return cq->has_err ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
-/* Nothing held anywhere: no soft completion, report, error or batch, and
- * no QP completes into the device CQ. */
+/*
+ * Nothing held anywhere: no QP completes into the device CQ, no error, no
+ * soft completion.  Reports and batches of device completions come from
+ * the device CQ alone, so with it unused (hw_used is set once, before any
+ * QP exists) neither can be held.  hw_used is tested first: an RDM CQ's
+ * empty read then makes two more tests, not six.
+ */
 static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
 {
-	return ibf_cq_nothing_queued(cq) && cq->wc_next == cq->wc_count &&
-	       !__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE);
+	return !__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE) &&
+	       !cq->has_err &&
+	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
 }
 
 /*
@@ -439,20 +432,20 @@ static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
 static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 			   fi_addr_t *src)
 {
-	int rdm = cq->nrdm;
+	int eps = cq->neps;
 	size_t n = 0;
 
-	if (rdm) {	/* RDM endpoints: their completions come here */
+	if (eps) {	/* endpoints whose completions come by progress */
 		struct ibf_cq_sink sink = { cq, buf, src, count, 0 };
 
-		ibf_cq_progress_rdm(cq, &sink);
+		ibf_cq_progress_eps(cq, &sink);
 		n = sink.n;
 	}
 	/* After progress: what it queued meanwhile woke a sleeper in
 	 * fi_cq_sread, which may find more than this read takes. */
 	if (unlikely(cq->waiting))
 		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
-	if (rdm && (n == count || (!n && ibf_cq_holds_nothing(cq))))
+	if (eps && (n == count || (!n && ibf_cq_holds_nothing(cq))))
 		return n ? (ssize_t)n : -FI_EAGAIN;
 	return ibf_cq_collect(cq, buf, count, src, n);
 }
@@ -491,8 +484,8 @@ int ibf_cq_ready(struct ibf_cq *cq)
 	int ready, polled;
 
 	ibf_lock_acquire(&cq->lock);
-	if (cq->nrdm)
-		ibf_cq_progress_rdm(cq, NULL);
+	if (cq->neps)
+		ibf_cq_progress_eps(cq, NULL);
 	ready = !ibf_cq_nothing_queued(cq) || cq->wc_next < cq->wc_count;
 	if (!ready) {
 		polled = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);
@@ -551,22 +544,14 @@ static int ibf_cq_settle(struct ibf_cq *cq, const struct ibv_wc *wc)
 	uint64_t clear = 0;
 	int report;
 
-	if (op->kind == IBF_OP_BOUNCE) {
-		ibf_tagged_on_bounce(cq, op, wc);
-		return 0;
-	}
-	if (op->kind == IBF_OP_REPLY) {
-		ibf_tagged_on_reply(op, wc);
-		return 0;
-	}
-	if (ibf_cq_internal_failed(wc, op))
+	if (ibf_cq_wing_owns(cq, op, wc))
 		return 0;
 	report = !cq->unread &&
 		 (wc->status != IBV_WC_SUCCESS || ibf_cq_reports(wc, op));
 	if (report && cq->rep_tail - cq->rep_head == cq->rep_size)
 		return -FI_ENOSPC;
 	if (wc->status == IBV_WC_SUCCESS)
-		clear = ibf_cq_multi_clear(op, wc);
+		clear = ibf_cq_multi_clear(cq, op, wc);
 	if (report)
 		ibf_cq_report(cq, wc, op, clear);
 	ibf_op_release(op);
@@ -584,8 +569,8 @@ static int ibf_cq_progress_locked(struct ibf_cq *cq)
 {
 	int polled, taken = 0;
 
-	if (cq->has_err == 1)
-		cq->has_err = 0;	/* the error at wc_next is reported below */
+	if (cq->has_err == IBF_CQ_ERR_WC)
+		cq->has_err = IBF_CQ_ERR_NONE;	/* the error at wc_next is reported below */
 	while (cq->unread && cq->soft_head !=
 	       __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))
 		ibf_op_release(cq->soft[cq->soft_head++ & (cq->soft_size - 1)]);
@@ -657,9 +642,9 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 		ibf_lock_release(&cq->lock);
 		return -FI_EAGAIN;
 	}
-	if (cq->has_err == 3) {
+	if (cq->has_err == IBF_CQ_ERR_REPORT) {
 		e = cq->rep[cq->rep_head++ & (cq->rep_size - 1)].e;
-	} else if (cq->has_err == 2) {
+	} else if (cq->has_err == IBF_CQ_ERR_SOFT) {
 		op = cq->soft[cq->soft_head++ & (cq->soft_size - 1)];
 		e.op_context = op->context;
 		e.flags = op->flags;
@@ -678,7 +663,7 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 			wc->qp_num, ibv_wc_status_str(wc->status), wc->vendor_err);
 		ibf_op_release(op);
 	}
-	cq->has_err = 0;
+	cq->has_err = IBF_CQ_ERR_NONE;
 	/* The caller's struct is its API version's size. */
 	ibf_cq_err_copy(cq->domain->fabric->api_version, err, &e);
 	ibf_lock_release(&cq->lock);
@@ -738,8 +723,8 @@ int ibf_cq_trywait(struct ibf_cq *cq)
 	if (!ret && (cq->has_err || cq->wc_next < cq->wc_count ||
 		     cq->rep_head != cq->rep_tail || cq->soft_head != __atomic_load_n(&cq->soft_tail, __ATOMIC_SEQ_CST)))
 		ret = -FI_EAGAIN;
-	for (i = 0; !ret && i < cq->nrdm; i++)
-		ret = ibf_rdm_trywait(cq->rdm[i]);
+	for (i = 0; !ret && i < cq->neps; i++)
+		ret = cq->eps[i]->trywait(cq->eps[i]);
 	if (!ret) {
 		/* Armed: anything polled now would not raise an event. */
 		cq->wc_count = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);
@@ -838,7 +823,7 @@ static void ibf_cq_destroy(struct ibf_cq *cq)
 	free(cq->wc);
 	free(cq->rep);
 	free(cq->soft);
-	free(cq->rdm);
+	free(cq->eps);
 	if (cq->cq)
 		ibv_destroy_cq(cq->cq);
 	if (cq->channel)
@@ -929,7 +914,8 @@ static int ibf_cq_reports_fit(struct ibf_cq *cq)
 	return 0;
 }
 
-int ibf_cq_reserve(struct ibf_cq *cq, int entries)
+int ibf_cq_reserve(struct ibf_cq *cq, int entries,
+		   const struct ibf_cq_wc_hook *hook)
 {
 	int want, ret = 0;
 
@@ -951,6 +937,7 @@ int ibf_cq_reserve(struct ibf_cq *cq, int entries)
 		ret = ibf_cq_reports_fit(cq);
 	if (!ret) {
 		cq->cqe_used = want;
+		cq->wc_hook = hook;
 		__atomic_store_n(&cq->hw_used, 1, __ATOMIC_RELEASE);
 	}
 	ibf_lock_release(&cq->lock);
@@ -1032,7 +1019,7 @@ void ibf_cq_drain(struct ibf_cq *cq, const struct ibf_drain *d)
 	if (cq->rep)
 		ibf_cq_report_purge(cq, d);
 	cq->wc_count = kept;
-	cq->has_err = 0;	/* the next poll finds a kept error again */
+	cq->has_err = IBF_CQ_ERR_NONE;	/* the next poll finds it again */
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	while (d->busy(d->arg)) {
 		n = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, wc);

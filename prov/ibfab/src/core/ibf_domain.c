@@ -11,11 +11,9 @@
 #include <string.h>
 
 #include "ibf_abi.h"
+#include "ibf_av.h"
 #include "ibf_atomic_ops.h"
 #include "ibf_mr_cache.h"
-/* Upward: fi_endpoint and fi_srx_context open the wings' objects. */
-#include "ibf_msg.h"
-#include "ibf_rdm.h"
 
 /* ---- the registration cache's registrations: the domain's PD ---- */
 
@@ -166,8 +164,16 @@ static int ibf_domain_endpoint(struct fid_domain *domain, struct fi_info *info,
 			       struct fid_ep **ep, void *context)
 {
 	if (info && ep && info->ep_attr && info->ep_attr->type == FI_EP_RDM)
-		return ibf_rdm_ep_open(domain, info, ep, context);
-	return ibf_ep_open(domain, info, ep, context);
+		return ibf_wing_ops.rdm_ep_open(domain, info, ep, context);
+	return ibf_wing_ops.msg_ep_open(domain, info, ep, context);
+}
+
+/* fi_srx_context: FI_EP_MSG's shared receive contexts. */
+static int ibf_domain_srx_ctx(struct fid_domain *domain,
+			      struct fi_rx_attr *attr, struct fid_ep **rx_ep,
+			      void *context)
+{
+	return ibf_wing_ops.srx_open(domain, attr, rx_ep, context);
 }
 
 static struct fi_ops_domain ibf_domain_ops = {
@@ -179,7 +185,7 @@ static struct fi_ops_domain ibf_domain_ops = {
 	.cntr_open = ibf_cntr_open,
 	.poll_open = ibf_poll_open,
 	.stx_ctx = ibf_domain_no_stx,
-	.srx_ctx = ibf_srx_open,
+	.srx_ctx = ibf_domain_srx_ctx,
 	.query_atomic = ibf_domain_query_atomic,
 	.query_collective = ibf_domain_no_collective,
 	.endpoint2 = NULL,

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 
 #include "ibf.h"
-/* Upward: fi_passive_ep opens the msg wing's listener. */
-#include "ibf_msg.h"
 
 static int ibf_fabric_close(struct fid *fid)
 {
@@ -75,10 +73,17 @@ static struct fi_ops ibf_fabric_fi_ops = {
 	.ops_set = ibf_no_ops_set,
 };
 
+/* fi_passive_ep: FI_EP_MSG's listener. */
+static int ibf_fabric_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
+				 struct fid_pep **pep, void *context)
+{
+	return ibf_wing_ops.pep_open(fabric, info, pep, context);
+}
+
 static struct fi_ops_fabric ibf_fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric),
 	.domain = ibf_domain_open,
-	.passive_ep = ibf_pep_open,
+	.passive_ep = ibf_fabric_passive_ep,
 	.eq_open = ibf_eq_open,
 	.wait_open = ibf_fabric_wait_open,
 	.trywait = ibf_fabric_trywait,

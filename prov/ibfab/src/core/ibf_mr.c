@@ -180,7 +180,8 @@ static int ibf_mr_cntr_attach(struct ibf_domain *dom, struct ibf_cntr *c)
 	dom->mr_cntrs = tmp;
 	dom->mr_cntrs[dom->nmr_cntrs++] = (struct ibf_mr_cntr){ c, 1 };
 	for (i = 0; !ret && i < dom->nevent_eps; i++)
-		ret = ibf_cntr_add_rdm(c, dom->event_eps[i].ep, dom->event_eps[i].fd);
+		ret = ibf_cntr_add_ep(c, dom->event_eps[i].ep,
+				      (const int[2]){ dom->event_eps[i].fd, -1 });
 out:
 	pthread_mutex_unlock(&dom->event_lock);
 	return ret;
@@ -195,15 +196,15 @@ static void ibf_mr_cntr_detach(struct ibf_domain *dom, struct ibf_cntr *c)
 		if (dom->mr_cntrs[i].cntr != c || --dom->mr_cntrs[i].refs)
 			continue;
 		for (j = 0; j < dom->nevent_eps; j++)
-			ibf_cntr_del_rdm(c, dom->event_eps[j].ep,
-					 dom->event_eps[j].fd);
+			ibf_cntr_del_ep(c, dom->event_eps[j].ep);
 		dom->mr_cntrs[i] = dom->mr_cntrs[--dom->nmr_cntrs];
 		break;
 	}
 	pthread_mutex_unlock(&dom->event_lock);
 }
 
-int ibf_domain_event_ep_add(struct ibf_domain *dom, struct ibf_rdm_ep *ep, int fd)
+int ibf_domain_event_ep_add(struct ibf_domain *dom, struct ibf_progress *ep,
+			    int fd)
 {
 	struct ibf_event_ep *tmp;
 	int i, ret = 0;
@@ -214,7 +215,8 @@ int ibf_domain_event_ep_add(struct ibf_domain *dom, struct ibf_rdm_ep *ep, int f
 		dom->event_eps = tmp;
 		dom->event_eps[dom->nevent_eps++] = (struct ibf_event_ep){ ep, fd };
 		for (i = 0; !ret && i < dom->nmr_cntrs; i++)
-			ret = ibf_cntr_add_rdm(dom->mr_cntrs[i].cntr, ep, fd);
+			ret = ibf_cntr_add_ep(dom->mr_cntrs[i].cntr, ep,
+					      (const int[2]){ fd, -1 });
 	} else {
 		ret = -FI_ENOMEM;
 	}
@@ -222,7 +224,7 @@ int ibf_domain_event_ep_add(struct ibf_domain *dom, struct ibf_rdm_ep *ep, int f
 	return ret;
 }
 
-void ibf_domain_event_ep_del(struct ibf_domain *dom, struct ibf_rdm_ep *ep)
+void ibf_domain_event_ep_del(struct ibf_domain *dom, struct ibf_progress *ep)
 {
 	int i, j;
 
@@ -231,8 +233,7 @@ void ibf_domain_event_ep_del(struct ibf_domain *dom, struct ibf_rdm_ep *ep)
 		if (dom->event_eps[i].ep != ep)
 			continue;
 		for (j = 0; j < dom->nmr_cntrs; j++)
-			ibf_cntr_del_rdm(dom->mr_cntrs[j].cntr, ep,
-					 dom->event_eps[i].fd);
+			ibf_cntr_del_ep(dom->mr_cntrs[j].cntr, ep);
 		dom->event_eps[i] = dom->event_eps[--dom->nevent_eps];
 		break;
 	}

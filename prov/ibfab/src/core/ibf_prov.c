@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
-/* The provider's entry point: what libfabric's core loads and calls. */
+/* The provider as libfabric sees it (fi_prov_ini, in ibf_init.c, hands it
+ * out), and the wings' entries core opens (ibf_wing_ops). */
 #include "config.h"
 
 #include "ibf.h"
@@ -18,10 +19,4 @@ struct fi_provider ibf_prov = {
 	.cleanup = ibf_cleanup,
 };
 
-/* The DSO's only exported symbol (FI_EXT_INI sets its visibility). */
-FI_EXT_INI
-{
-	ibf_params_define();
-	ibf_params_load();
-	return &ibf_prov;
-}
+struct ibf_wing_ops ibf_wing_ops;

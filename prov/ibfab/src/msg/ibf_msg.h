@@ -92,6 +92,11 @@ struct ibf_srx {
 	size_t iov_limit;
 	int ref;			/* endpoints bound */
 };
+/*
+ * A shared receive context's slots complete in any order (each QP reports
+ * to its own CQ), so they go back to a free list rather than a ring.
+ */
+void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op);
 int ibf_srx_open(struct fid_domain *domain, struct fi_rx_attr *attr,
 		 struct fid_ep **rx_ep, void *context);
 /* A receive into the shared queue, posted there or through a bound endpoint. */
@@ -130,8 +135,9 @@ struct ibf_ep {
 	struct ibf_cq *own_cq;
 	/* Counters bound, by what they count (enum ibf_ep_cntr_kind). */
 	struct ibf_cntr *cntr[IBF_EP_CNTRS];
+	struct ibf_progress cntr_hook;	/* how they progress it */
 	struct ibf_srx *srx;	/* receives come from here, if bound */
-	int state;		/* enum ibf_ep_state, atomic */
+	enum ibf_ep_state state;	/* atomic */
 	int enabled;
 	int active;		/* called fi_connect */
 
@@ -174,6 +180,8 @@ struct ibf_ep {
  */
 struct ibf_tagged;
 int ibf_tagged_init(struct ibf_ep *ep);
+/* A slot whose completion has been read (its op->release). */
+void ibf_tagged_release(struct ibf_op *op);
 void ibf_tagged_fini(struct ibf_ep *ep);
 int ibf_tagged_post_bounces(struct ibf_ep *ep);
 /* A bounce buffer's verbs completion, in the CQ (its lock held). */
@@ -200,6 +208,8 @@ ssize_t ibf_tagged_send_frame(struct ibf_ep *ep, const struct ibf_tag_hdr *h,
  */
 struct ibf_msg_atomic;
 int ibf_msg_atomic_init(struct ibf_ep *ep);
+/* An answered atomic whose completion has been read (its op->release). */
+void ibf_msg_atomic_release(struct ibf_op *op);
 void ibf_msg_atomic_fini(struct ibf_ep *ep);
 /* An answer of len bytes from the peer (tagged mode, the CQ's lock held). */
 void ibf_msg_atomic_on_answer(struct ibf_ep *ep, const void *wire, size_t len);

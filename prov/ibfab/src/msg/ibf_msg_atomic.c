@@ -66,6 +66,7 @@ int ibf_msg_atomic_init(struct ibf_ep *ep)
 		goto err;
 	for (i = 0; i < m->n; i++) {
 		m->slot[i].op.kind = IBF_OP_MATOMIC;
+		m->slot[i].op.release = ibf_msg_atomic_release;
 		m->slot[i].op.ep = ep;
 		m->slot[i].op.src = FI_ADDR_NOTAVAIL;
 		m->next[i] = i + 1 < m->n ? (int)i + 1 : -1;

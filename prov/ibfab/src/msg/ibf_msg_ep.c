@@ -109,6 +109,45 @@ static int ibf_ep_rx_depth(const struct ibf_ep *ep)
 	return ep->srx ? (int)ep->srx->size : (int)ep->rx.size;
 }
 
+/*
+ * What the CQ hands this wing (struct ibf_cq_wc_hook): the completions of
+ * tagged mode's bounces and atomic answers, and failed sends of its own
+ * (op flags 0: framed mode's atomic requests and refusals), whose
+ * operation fails instead while nothing is reported for the send itself.
+ */
+static int ibf_ep_wc_own(struct ibf_cq *cq, struct ibf_op *op,
+			 const struct ibv_wc *wc)
+{
+	switch (op->kind) {
+	case IBF_OP_BOUNCE:	/* match, queue a soft completion, or keep */
+		ibf_tagged_on_bounce(cq, op, wc);
+		return 1;
+	case IBF_OP_REPLY:	/* an atomic's answer went */
+		ibf_tagged_on_reply(op, wc);
+		return 1;
+	case IBF_OP_RING:
+		if (op->flags || wc->status == IBV_WC_SUCCESS)
+			return 0;
+		ibf_msg_atomic_fail(op->context, ibf_wc_status_to_fi(wc->status));
+		ibf_op_release(op);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* A multi-receive buffer took a message: FI_MULTI_RECV is reported only
+ * with the message that releases it. */
+static uint64_t ibf_ep_wc_multi_next(struct ibf_op *op, const struct ibv_wc *wc)
+{
+	return ibf_ep_multi_recv_next(op, wc->byte_len) ? 0 : FI_MULTI_RECV;
+}
+
+static const struct ibf_cq_wc_hook ibf_ep_wc_hook = {
+	.own = ibf_ep_wc_own,
+	.multi_next = ibf_ep_wc_multi_next,
+};
+
 /* Reserve CQ room for both rings, so no completion can overrun a CQ. */
 static int ibf_ep_reserve_cqs(struct ibf_ep *ep)
 {
@@ -116,10 +155,11 @@ static int ibf_ep_reserve_cqs(struct ibf_ep *ep)
 
 	int tx = (int)(ep->tx.size + ibf_ep_replies(ep));
 
-	ret = ibf_cq_reserve(ibf_ep_send_cq(ep), tx);
+	ret = ibf_cq_reserve(ibf_ep_send_cq(ep), tx, &ibf_ep_wc_hook);
 	if (ret)
 		return ret;
-	ret = ibf_cq_reserve(ibf_ep_recv_cq(ep), ibf_ep_rx_depth(ep));
+	ret = ibf_cq_reserve(ibf_ep_recv_cq(ep), ibf_ep_rx_depth(ep),
+			      &ibf_ep_wc_hook);
 	if (ret)
 		ibf_cq_unreserve(ibf_ep_send_cq(ep), tx);
 	return ret;
@@ -163,22 +203,67 @@ static int ibf_ep_open_own_cq(struct ibf_ep *ep)
 	return 0;
 }
 
+/*
+ * The endpoint's hook for its counters (struct ibf_progress): a counter
+ * counts a completion when it leaves the device CQ, so progressing the
+ * endpoint progresses its CQs, and it sleeps on their channels.
+ */
+static void ibf_ep_cntr_progress(struct ibf_progress *hook,
+				 struct ibf_cq_sink *sink)
+{
+	struct ibf_ep *ep = container_of(hook, struct ibf_ep, cntr_hook);
+	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
+
+	(void)sink;
+	ibf_cq_progress(scq);
+	if (rcq != scq)
+		ibf_cq_progress(rcq);
+}
+
+/* 0 when the endpoint's CQs are armed with nothing new. */
+static int ibf_ep_cntr_trywait(struct ibf_progress *hook)
+{
+	struct ibf_ep *ep = container_of(hook, struct ibf_ep, cntr_hook);
+	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
+	int ret;
+
+	ret = ibf_cq_cntr_trywait(scq);
+	if (!ret && rcq != scq)
+		ret = ibf_cq_cntr_trywait(rcq);
+	return ret;
+}
+
 static void ibf_ep_detach_cntrs(struct ibf_ep *ep)
 {
 	int k;
 
 	for (k = 0; k < IBF_EP_CNTRS; k++)
 		if (ep->cntr[k])
-			ibf_cntr_del_msg(ep->cntr[k], ep);
+			ibf_cntr_del_ep(ep->cntr[k], &ep->cntr_hook);
 }
 
-/* Counters progress (and sleep on) the endpoint's CQs from now on. */
+/* Counters progress (and sleep on) the endpoint's CQs from now on; the
+ * CQs keep what counters take out for fi_cq_read (reports). */
 static int ibf_ep_attach_cntrs(struct ibf_ep *ep)
 {
-	int k, ret;
+	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
+	int fd[2], k, ret;
 
+	if (!ibf_ep_has_cntr(ep))
+		return 0;
+	ret = ibf_cq_use_reports(scq);
+	if (!ret && rcq != scq)
+		ret = ibf_cq_use_reports(rcq);
+	if (ret)
+		return ret;
+	/* The completion channels (-1: none, or the same CQ). */
+	fd[0] = scq->channel ? scq->channel->fd : -1;
+	fd[1] = rcq != scq && rcq->channel ? rcq->channel->fd : -1;
+	ep->cntr_hook = (struct ibf_progress){ ibf_ep_cntr_progress,
+					       ibf_ep_cntr_trywait };
 	for (k = 0; k < IBF_EP_CNTRS; k++) {
-		if (ep->cntr[k] && (ret = ibf_cntr_add_msg(ep->cntr[k], ep))) {
+		if (ep->cntr[k] &&
+		    (ret = ibf_cntr_add_ep(ep->cntr[k], &ep->cntr_hook, fd))) {
 			ibf_ep_detach_cntrs(ep);
 			return ret;
 		}

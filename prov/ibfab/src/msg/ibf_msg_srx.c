@@ -13,6 +13,12 @@
 
 #include "ibf_msg_post.h"
 
+/* A slot's op->release: back to its context's free list. */
+static void ibf_srx_release(struct ibf_op *op)
+{
+	ibf_srx_put(op->srx, op);
+}
+
 void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op)
 {
 	ibf_lock_acquire(&srx->lock);
@@ -202,6 +208,7 @@ int ibf_srx_open(struct fid_domain *domain_fid, struct fi_rx_attr *attr,
 	for (i = 0; i < size; i++) {
 		srx->ops[i].srx = srx;
 		srx->ops[i].kind = IBF_OP_SRX;
+		srx->ops[i].release = ibf_srx_release;
 		srx->free[i] = (uint32_t)(size - 1 - i);
 	}
 	srx->nfree = (uint32_t)size;

@@ -676,11 +676,13 @@ int ibf_tagged_init(struct ibf_ep *ep)
 		goto err;
 	for (i = 0; i < t->nbounce; i++) {
 		t->bounce[i].kind = IBF_OP_BOUNCE;
+		t->bounce[i].release = ibf_tagged_release;
 		t->bounce[i].ep = ep;
 		t->bounce[i].user_comp = 1;
 	}
 	for (i = 0; i < t->nurecv; i++) {
 		t->urecv[i].kind = IBF_OP_URECV;
+		t->urecv[i].release = ibf_tagged_release;
 		t->urecv[i].src = FI_ADDR_NOTAVAIL;
 		t->urecv[i].ep = ep;
 		t->urecv[i].user_comp = 1;
@@ -693,6 +695,7 @@ int ibf_tagged_init(struct ibf_ep *ep)
 			goto err;
 		for (i = 0; i < t->nbounce; i++) {
 			t->reply[i].kind = IBF_OP_REPLY;
+			t->reply[i].release = ibf_tagged_release;
 			t->reply[i].ep = ep;
 		}
 	}

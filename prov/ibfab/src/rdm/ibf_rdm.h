@@ -61,10 +61,11 @@ enum ibf_rdm_cntr_kind {
 struct ibf_rdm_ep {
 	/* ---- endpoint (ibf_rdm_ep.c) ---- */
 	struct fid_ep ep_fid;
+	struct ibf_progress hook;	/* how CQs and counters progress it */
 	struct ibf_domain *domain;
 	struct fi_info *info;
 	struct ibf_av *av;
-	struct ibf_rdm_ep *av_next;
+	struct ibf_av_user av_user;	/* hears of removed addresses */
 	struct ibf_cq *tx_cq, *rx_cq;
 	int enabled;
 	struct ibf_lock lock;	/* the data path's, by threading level */

@@ -442,10 +442,32 @@ void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep *ep)
 	__atomic_store_n(&ep->cm_pending, 1, __ATOMIC_SEQ_CST);
 }
 
-void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, int state)
+const char *ibf_conn_state_name(enum ibf_conn_state state)
+{
+	static const char *const names[IBF_CONN_STATES] = {
+		[IBF_CONN_IDLE] = "idle",
+		[IBF_CONN_CONNECTING] = "connecting",
+		[IBF_CONN_WAITING] = "waiting",
+		[IBF_CONN_ACCEPTING] = "accepting",
+		[IBF_CONN_CONNECTED] = "connected",
+		[IBF_CONN_RETRY] = "retry",
+	};
+
+	return (unsigned)state < IBF_CONN_STATES && names[state] ?
+	       names[state] : "?";
+}
+
+void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, enum ibf_conn_state state)
 {
 	struct ibf_rdm_ep *ep = conn->ep;
 
+	assert((unsigned)state < IBF_CONN_STATES);
+	assert(ep->nstate[conn->state] > 0);	/* counted where it is */
+	/* Connected means a QP to carry it. */
+	assert(state != IBF_CONN_CONNECTED ||
+	       __atomic_load_n(&conn->id, __ATOMIC_ACQUIRE));
+	IBF_DBG(FI_LOG_EP_CTRL, "connection %u: %s -> %s\n", conn->index,
+		ibf_conn_state_name(conn->state), ibf_conn_state_name(state));
 	ep->nstate[conn->state]--;
 	ep->nstate[state]++;
 	__atomic_store_n(&conn->state, state, __ATOMIC_RELEASE);

@@ -79,7 +79,7 @@ struct ibf_rdm_conn {
 	struct ibf_rdm_ep *ep;
 	uint32_t index;		/* in ep->conns; our id in headers to us */
 	uint32_t remote;	/* the peer's index: goes in our headers */
-	int state;		/* enum ibf_conn_state; CONNECTED read atomically */
+	enum ibf_conn_state state;	/* CONNECTED read atomically */
 	struct ibf_name name;
 	fi_addr_t fi_addr;	/* FI_ADDR_NOTAVAIL until found in the AV */
 	struct rdma_cm_id *id;	/* the connection (with its QP) */
@@ -391,8 +391,11 @@ void ibf_rdm_conns_cap(struct ibf_rdm_ep *ep);
 void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep *ep);
 /* Tell progress (and CQs that wait) the thread left work for it. */
 void ibf_rdm_set_pending(struct ibf_rdm_ep *ep);
-/* conn goes to state (enum ibf_conn_state); ep->nstate counts them. */
-void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, int state);
+/* conn goes to state; ep->nstate counts them (cm_lock held).  The one
+ * writer of conn->state: a debug log line names each change. */
+void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, enum ibf_conn_state state);
+/* A state's name, for logs. */
+const char *ibf_conn_state_name(enum ibf_conn_state state);
 /* The connection is over: what waits on it fails with err. */
 void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err);
 /* Established: post the queue, then let senders post directly. */

@@ -19,46 +19,32 @@
 
 /* ---- AV: fi_addrs that go away ---- */
 
+/* fi_av_remove took addr out of the endpoint's AV (av->eps_lock held). */
+static void ibf_rdm_forget_addr(struct ibf_av_user *u, fi_addr_t addr)
+{
+	struct ibf_rdm_ep *ep = container_of(u, struct ibf_rdm_ep, av_user);
+
+	ibf_lock_acquire(&ep->lock);
+	if (addr < ep->npeers && ep->peers[addr]) {
+		/* Another of the peer's fi_addrs, if any, is found again
+		 * when next needed (ibf_rdm_conn_addr). */
+		if (ep->peers[addr]->fi_addr == addr)
+			ep->peers[addr]->fi_addr = FI_ADDR_NOTAVAIL;
+		ep->peers[addr] = NULL;
+		ibf_rdm_conns_reclaim_soon(ep);
+	}
+	ibf_lock_release(&ep->lock);
+}
+
 static void ibf_rdm_av_attach(struct ibf_rdm_ep *ep)
 {
-	pthread_mutex_lock(&ep->av->eps_lock);
-	ep->av_next = ep->av->eps;
-	ep->av->eps = ep;
-	pthread_mutex_unlock(&ep->av->eps_lock);
+	ep->av_user = (struct ibf_av_user){ .forget = ibf_rdm_forget_addr };
+	ibf_av_attach(ep->av, &ep->av_user);
 }
 
 static void ibf_rdm_av_detach(struct ibf_rdm_ep *ep)
 {
-	struct ibf_rdm_ep **p;
-
-	pthread_mutex_lock(&ep->av->eps_lock);
-	for (p = &ep->av->eps; *p; p = &(*p)->av_next) {
-		if (*p == ep) {
-			*p = ep->av_next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&ep->av->eps_lock);
-}
-
-void ibf_rdm_ep_forget_addr(struct ibf_av *av, fi_addr_t addr)
-{
-	struct ibf_rdm_ep *ep;
-
-	pthread_mutex_lock(&av->eps_lock);
-	for (ep = av->eps; ep; ep = ep->av_next) {
-		ibf_lock_acquire(&ep->lock);
-		if (addr < ep->npeers && ep->peers[addr]) {
-			/* Another of the peer's fi_addrs, if any, is found
-			 * again when next needed (ibf_rdm_conn_addr). */
-			if (ep->peers[addr]->fi_addr == addr)
-				ep->peers[addr]->fi_addr = FI_ADDR_NOTAVAIL;
-			ep->peers[addr] = NULL;
-			ibf_rdm_conns_reclaim_soon(ep);
-		}
-		ibf_lock_release(&ep->lock);
-	}
-	pthread_mutex_unlock(&av->eps_lock);
+	ibf_av_detach(ep->av, &ep->av_user);
 }
 
 /* ---- fi_ops ---- */
@@ -150,11 +136,11 @@ static int ibf_rdm_attach_cqs(struct ibf_rdm_ep *ep)
 	ret = ibf_cq_soft_reserve(rcq, ep->nrx);
 	if (ret)
 		goto err_rsoft;
-	ret = ibf_cq_add_rdm(scq, ep, fd);
+	ret = ibf_cq_add_ep(scq, &ep->hook, fd);
 	if (ret)
 		goto err_add;
-	if (rcq != scq && (ret = ibf_cq_add_rdm(rcq, ep, fd))) {
-		ibf_cq_del_rdm(scq, ep, fd);
+	if (rcq != scq && (ret = ibf_cq_add_ep(rcq, &ep->hook, fd))) {
+		ibf_cq_del_ep(scq, &ep->hook, fd);
 		goto err_add;
 	}
 	ep->soft_reserved = 1;
@@ -175,9 +161,9 @@ static void ibf_rdm_unhook_cqs(struct ibf_rdm_ep *ep)
 
 	if (!ep->soft_reserved)
 		return;
-	ibf_cq_del_rdm(scq, ep, fd);
+	ibf_cq_del_ep(scq, &ep->hook, fd);
 	if (rcq != scq)
-		ibf_cq_del_rdm(rcq, ep, fd);
+		ibf_cq_del_ep(rcq, &ep->hook, fd);
 }
 
 /* The CQs' room reserved for ep's completions goes back (drained). */
@@ -211,7 +197,8 @@ static int ibf_rdm_attach_cntrs(struct ibf_rdm_ep *ep)
 	for (k = 0; k < IBF_RDM_CNTRS; k++) {
 		if (!ep->cntr[k])
 			continue;
-		ret = ibf_cntr_add_rdm(ep->cntr[k], ep, ibf_rdm_channel_fd(ep));
+		ret = ibf_cntr_add_ep(ep->cntr[k], &ep->hook,
+				      (const int[2]){ ibf_rdm_channel_fd(ep), -1 });
 		if (ret)
 			return ret;
 	}
@@ -225,7 +212,7 @@ static void ibf_rdm_detach_cntrs(struct ibf_rdm_ep *ep)
 	for (k = 0; k < IBF_RDM_CNTRS; k++) {
 		if (!ep->cntr[k])
 			continue;
-		ibf_cntr_del_rdm(ep->cntr[k], ep, ibf_rdm_channel_fd(ep));
+		ibf_cntr_del_ep(ep->cntr[k], &ep->hook);
 		ibf_ref_put(&ep->cntr[k]->ref);
 		ep->cntr[k] = NULL;
 	}
@@ -318,7 +305,8 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	if (ret)
 		return ret;
 	if (ep->rma_event) {
-		ret = ibf_domain_event_ep_add(dom, ep, ibf_rdm_channel_fd(ep));
+		ret = ibf_domain_event_ep_add(dom, &ep->hook,
+					      ibf_rdm_channel_fd(ep));
 		if (ret)
 			return ret;
 		ep->event_added = 1;
@@ -430,7 +418,7 @@ static int ibf_rdm_close(struct fid *fid)
 	 */
 	ibf_rdm_unhook_cqs(ep);
 	if (ep->event_added)
-		ibf_domain_event_ep_del(ep->domain, ep);
+		ibf_domain_event_ep_del(ep->domain, &ep->hook);
 	ibf_rdm_detach_cntrs(ep);
 	if (ep->soft_reserved)
 		ibf_rdm_drain(ep);
@@ -646,6 +634,7 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	if (!ep)
 		return -FI_ENOMEM;
 	ep->domain = dom;
+	ep->hook = (struct ibf_progress){ ibf_rdm_progress, ibf_rdm_trywait };
 	ep->up = &ibf_rdm_proto_upcalls;
 	ep->stop_fd = -1;
 	ep->wake_fd = -1;

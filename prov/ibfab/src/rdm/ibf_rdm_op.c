@@ -42,6 +42,7 @@ static void ibf_rdm_op_setup(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 			     uint8_t *mem, uint32_t lkey, int is_bounce)
 {
 	op->op.kind = IBF_OP_RDM;
+	op->op.release = ibf_rdm_release;
 	op->op.src = FI_ADDR_NOTAVAIL;
 	op->ep = ep;
 	op->mem = mem;
@@ -183,6 +184,7 @@ void ibf_rdm_op_free(struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_ep *ep = op->ep;
 
+	assert(op->state != IBF_RDM_FREE);	/* freed once */
 	op->state = IBF_RDM_FREE;
 	if (ibf_rdm_is_tx(op)) {
 		op->next = ep->tx_free;
@@ -428,6 +430,7 @@ void ibf_rdm_release(struct ibf_op *o)
 	struct ibf_rdm_ep *ep = op->ep;
 
 	ibf_lock_acquire(&ep->lock);
+	assert(o->kind == IBF_OP_RDM && op->state == IBF_RDM_DONE);
 	ibf_rdm_op_free(op);
 	ep->up->op_freed(ep);
 	ibf_lock_release(&ep->lock);

@@ -63,8 +63,8 @@ struct ibf_rdm_op {
 	struct ibf_rdm_ep *ep;
 	struct ibf_rdm_conn *conn;
 	struct ibf_rdm_op *next, *prev;
-	int state;		/* enum ibf_rdm_op_state */
-	int tx_state;		/* a send: its state once posted (the protocol's) */
+	enum ibf_rdm_op_state state;
+	enum ibf_rdm_op_state tx_state;	/* a send: its state once posted */
 	int uncounted;		/* a peek: not an operation counters count */
 	int is_bounce;
 	/* A bounce holding a peer's request (ibf_rdm_wire.h): counted in its
@@ -109,7 +109,7 @@ struct ibf_rdm_op {
 	int nmrc;
 	/* A send waiting in a queue: what to post once connected. */
 	uint32_t wire_len;	/* header + payload in mem */
-	int wr_kind;		/* enum ibf_rdm_wr_kind */
+	enum ibf_rdm_wr_kind wr_kind;
 	/*
 	 * An RMA: remote address and key; via_slot: the data goes through
 	 * mem (a read is copied out to iov at the end).  It is posted in

@@ -524,8 +524,9 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
  * the device has completed.  No system call unless the thread left
  * something.  Takes ep->lock.
  */
-void ibf_rdm_progress(struct ibf_rdm_ep *ep, struct ibf_cq_sink *sink)
+void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
 {
+	struct ibf_rdm_ep *ep = container_of(hook, struct ibf_rdm_ep, hook);
 	struct ibv_wc wc[IBF_CQ_BATCH];
 	int n, i;
 
@@ -560,13 +561,14 @@ static void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep)
 	ibf_lock_acquire(&ep->lock);
 	ep->cq_events += n;
 	ibf_lock_release(&ep->lock);
-	ibf_rdm_progress(ep, NULL);
+	ibf_rdm_progress(&ep->hook, NULL);
 	ibv_req_notify_cq(ep->hcq, 0);
-	ibf_rdm_progress(ep, NULL);	/* what came before the arming */
+	ibf_rdm_progress(&ep->hook, NULL);	/* what came before the arming */
 }
 
-int ibf_rdm_trywait(struct ibf_rdm_ep *ep)
+int ibf_rdm_trywait(struct ibf_progress *hook)
 {
+	struct ibf_rdm_ep *ep = container_of(hook, struct ibf_rdm_ep, hook);
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;
 	int ret = 0, n;

@@ -67,6 +67,15 @@ void ibf_rdm_discard(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
 /* Cancel the posted receive with this context: 0 or -FI_ENOENT. */
 ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep *ep, void *context);
 
+/*
+ * The endpoint's progress hook (struct ibf_progress, ep->hook), which its
+ * CQs and counters call: move its data (what the connection thread left,
+ * then what the device completed; sink: the CQ read running it, or NULL),
+ * and trywait: 0 when armed with nothing to do, or -FI_EAGAIN.
+ */
+void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink);
+int ibf_rdm_trywait(struct ibf_progress *hook);
+
 /* ---- ibf_rdm_rndv.c, for ibf_rdm_proto.c ---- */
 
 /* Register a large send's buffers and build its RTS in op->mem. */
