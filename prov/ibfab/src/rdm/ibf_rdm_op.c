@@ -166,8 +166,10 @@ struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
 {
 	struct ibf_rdm_op *op = ep->tx_free;
 
-	if (likely(op))
+	if (likely(op)) {
 		ep->tx_free = op->next;
+		op->state = IBF_RDM_NEW;
+	}
 	return op;
 }
 
@@ -175,8 +177,10 @@ struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep *ep)
 {
 	struct ibf_rdm_op *op = ep->rx_free;
 
-	if (likely(op))
+	if (likely(op)) {
 		ep->rx_free = op->next;
+		op->state = IBF_RDM_NEW;
+	}
 	return op;
 }
 

@@ -27,7 +27,8 @@ struct ibf_rdm_ep;
 struct ibf_rdm_conn;
 
 enum ibf_rdm_op_state {
-	IBF_RDM_FREE,
+	IBF_RDM_FREE,		/* on its free list */
+	IBF_RDM_NEW,		/* taken from it, not yet posted or queued */
 	IBF_RDM_TX,		/* eager send posted */
 	IBF_RDM_TX_RTS,		/* RTS posted or acknowledged, FIN awaited */
 	IBF_RDM_QUEUED,		/* waiting for its connection */
