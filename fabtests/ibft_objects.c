@@ -2,7 +2,8 @@
 /*
  * Control objects: fabric, domain, MR, CQ, EQ opened and closed in loops
  * with no growth in file descriptors or memory, their wait objects, and
- * the error codes the man pages give for misuse.
+ * the error codes the man pages give for misuse; endpoints of both types
+ * bound wrongly (fi_ep_bind, fi_control).
  */
 #include <poll.h>
 #include <stdlib.h>
@@ -193,6 +194,85 @@ static void check_mr(struct objs *o)
 	free(buf);
 }
 
+/*
+ * fi_ep_bind and fi_control on an endpoint of info's type, opened on
+ * domain; needed: what it must have bound before fi_enable (an EQ for
+ * FI_EP_MSG, an AV for FI_EP_RDM).  Names carry the type.
+ */
+static void check_ep_binds(const char *type, struct fid_domain *domain,
+			   struct fi_info *info, struct fid *needed)
+{
+	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_DATA };
+	struct fid_ep *ep = NULL;
+	struct fid_cq *cq = NULL;
+	uint64_t flags = FI_TRANSMIT;
+	char name[64];
+
+#define NAME(n) (snprintf(name, sizeof(name), "%s-%s", type, n), name)
+	if (!IBFT_EXPECT(fi_endpoint(domain, info, &ep, NULL), 0, NAME("ep-open")) ||
+	    !IBFT_EXPECT(fi_cq_open(domain, &attr, &cq, NULL), 0, NAME("cq-open")))
+		goto out;
+	IBFT_EXPECT(fi_ep_bind(ep, NULL, 0), -FI_EINVAL, NAME("bind-null"));
+	/* An endpoint takes no endpoint. */
+	IBFT_EXPECT(fi_ep_bind(ep, &ep->fid, 0), -FI_EINVAL,
+		    NAME("bind-wrong-class"));
+	IBFT_EXPECT(fi_ep_bind(ep, needed, 0), 0, NAME("bind-needed"));
+	IBFT_EXPECT(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0,
+		    NAME("bind-cq"));
+	IBFT_EXPECT(fi_control(&ep->fid, FI_GETOPSFLAG, &flags), 0,
+		    NAME("getopsflag"));
+	IBFT_EXPECT(fi_control(&ep->fid, 0x7fff, NULL), -FI_ENOSYS,
+		    NAME("control-unknown"));
+	if (!IBFT_EXPECT(fi_enable(ep), 0, NAME("enable")))
+		goto out;
+	if (!ibft_deviates("verbs", NAME("bind-after-enable"), "libfabric "
+			   "1.17's verbs takes a CQ after fi_enable"))
+		IBFT_EXPECT(fi_ep_bind(ep, &cq->fid, FI_RECV), -FI_EOPBADSTATE,
+			    NAME("bind-after-enable"));
+#undef NAME
+out:
+	if (ep)
+		fi_close(&ep->fid);
+	if (cq)
+		fi_close(&cq->fid);
+}
+
+/* An FI_EP_RDM endpoint of provider -p, where it has one. */
+static void check_rdm_ep_binds(void)
+{
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_info *hints = ibft_msg_hints(), *info = NULL;
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_av *av = NULL;
+	int ret;
+
+	hints->ep_attr->type = FI_EP_RDM;
+	ret = fi_getinfo(IBFT_VERSION, ibft_opts.src, NULL,
+			 ibft_opts.src ? FI_SOURCE : 0, hints, &info);
+	fi_freeinfo(hints);
+	if (ret == -FI_ENODATA) {
+		printf("skip - rdm-ep-binds [%s]: no FI_EP_RDM endpoint\n",
+		       ibft_opts.prov);
+		return;
+	}
+	if (!ret)
+		ret = fi_fabric(info->fabric_attr, &fabric, NULL);
+	if (!ret)
+		ret = fi_domain(fabric, info, &domain, NULL);
+	if (!ret)
+		ret = fi_av_open(domain, &av_attr, &av, NULL);
+	if (IBFT_EXPECT(ret, 0, "rdm-open-fabric-domain-av"))
+		check_ep_binds("rdm", domain, info, &av->fid);
+	if (av)
+		fi_close(&av->fid);
+	if (domain)
+		fi_close(&domain->fid);
+	if (fabric)
+		fi_close(&fabric->fid);
+	fi_freeinfo(info);
+}
+
 int main(int argc, char **argv)
 {
 	struct objs o;
@@ -207,6 +287,14 @@ int main(int argc, char **argv)
 	check_cq(&o);
 	check_eq(&o);
 	check_mr(&o);
+	/* Seen in libfabric 1.17: verbs' fi_endpoint refuses an info taken
+	 * with FI_SOURCE alone (-FI_EINVAL); verbs;ofi_rxm answers
+	 * FI_GETOPSFLAG -FI_ENOSYS and its fi_enable here -FI_EINVAL. */
+	if (!ibft_deviates("verbs", "ep-binds", "fi_endpoint refuses a "
+			   "source-only info; rxm has no FI_GETOPSFLAG")) {
+		check_ep_binds("msg", o.domain, o.info, &o.eq->fid);
+		check_rdm_ep_binds();
+	}
 	IBFT_EXPECT(close_objs(&o), 0, "close-all");
 	check_loops();
 	return ibft_finish();

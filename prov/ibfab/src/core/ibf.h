@@ -793,6 +793,58 @@ int ibf_eq_push(struct ibf_eq *eq, uint32_t event, const void *buf,
 int ibf_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr,
 		struct fid_eq **eq, void *context);
 
+/* ---- what every endpoint kind has (ibf_ep_base.c) ---- */
+
+/* What a counter bound to an endpoint counts (fi_ep_bind flags). */
+enum ibf_cntr_kind {
+	IBF_CNTR_SEND,		/* FI_SEND */
+	IBF_CNTR_RECV,		/* FI_RECV */
+	IBF_CNTR_READ,		/* FI_READ */
+	IBF_CNTR_WRITE,		/* FI_WRITE */
+	IBF_CNTR_REMOTE_READ,	/* FI_REMOTE_READ (RDM) */
+	IBF_CNTR_REMOTE_WRITE,	/* FI_REMOTE_WRITE (RDM) */
+	IBF_CNTR_KINDS
+};
+
+struct ibf_ep_base;
+/* An endpoint kind's part of fi_ep_bind and fi_control. */
+struct ibf_ep_base_ops {
+	const char *name;	/* "FI_EP_MSG": for warnings */
+	const char *binds;	/* the classes it takes: for warnings */
+	/* What each counter slot counts; ncntr slots (the rest unused). */
+	const uint64_t *cntr_flag;
+	int ncntr;
+	/* fi_ep_bind of a class other than a CQ or counter: 0, -FI_E*, or
+	 * -FI_ENOSYS for a class the kind does not take. */
+	int (*bind)(struct ibf_ep_base *b, struct fid *bfid, uint64_t flags);
+	int (*enable)(struct ibf_ep_base *b);	/* FI_ENABLE */
+};
+
+/*
+ * The start of every endpoint (struct ibf_ep, struct ibf_rdm_ep): its fid,
+ * domain and info, the CQs and counters bound, its op flags, and whether
+ * it is enabled.  fi_ep_bind and fi_control of the fid go to
+ * ibf_ep_base_bind and ibf_ep_base_control, the same for every kind, with
+ * the same errors: binding after fi_enable is -FI_EOPBADSTATE, no fid or
+ * a class the kind does not take -FI_EINVAL, an unknown command
+ * -FI_ENOSYS.
+ */
+struct ibf_ep_base {
+	struct fid_ep ep_fid;
+	const struct ibf_ep_base_ops *ops;
+	struct ibf_domain *domain;
+	struct fi_info *info;
+	struct ibf_cq *tx_cq, *rx_cq;
+	int tx_selective, rx_selective;	/* FI_SELECTIVE_COMPLETION */
+	uint64_t tx_op_flags, rx_op_flags;
+	int enabled;
+	struct ibf_cntr *cntr[IBF_CNTR_KINDS];	/* bound, by what they count */
+};
+int ibf_ep_base_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int ibf_ep_base_control(struct fid *fid, int command, void *arg);
+/* Closing: let go of the CQs and counters bound. */
+void ibf_ep_base_unbind(struct ibf_ep_base *b);
+
 /* ---- rdma_cm and QP helpers both endpoint kinds use (ibf_rdmacm.c) ---- */
 /* Connection parameters ibfab uses everywhere (reads, retries). */
 void ibf_cm_param_init(const struct ibv_device_attr *dev,

@@ -114,31 +114,16 @@ enum ibf_ep_state {
 	IBF_EP_ERROR,		/* rejected or unreachable */
 };
 
-/* What a counter bound to an FI_EP_MSG endpoint counts (fi_ep_bind). */
-enum ibf_ep_cntr_kind {
-	IBF_EP_CNTR_SEND,	/* FI_SEND */
-	IBF_EP_CNTR_RECV,	/* FI_RECV */
-	IBF_EP_CNTR_READ,	/* FI_READ */
-	IBF_EP_CNTR_WRITE,	/* FI_WRITE */
-	IBF_EP_CNTRS
-};
-
 struct ibf_ep {
-	struct fid_ep ep_fid;
+	struct ibf_ep_base base;	/* fid, CQs, counters, op flags */
 	struct ibf_cm_owner owner;
-	struct ibf_domain *domain;
-	struct fi_info *info;
 	struct rdma_cm_id *id;
 	struct ibf_eq *eq;
-	struct ibf_cq *tx_cq, *rx_cq;
 	/* Bound with counters and no CQ: a CQ of its own nobody reads. */
 	struct ibf_cq *own_cq;
-	/* Counters bound, by what they count (enum ibf_ep_cntr_kind). */
-	struct ibf_cntr *cntr[IBF_EP_CNTRS];
-	struct ibf_progress cntr_hook;	/* how they progress it */
+	struct ibf_progress cntr_hook;	/* how counters progress it */
 	struct ibf_srx *srx;	/* receives come from here, if bound */
 	enum ibf_ep_state state;	/* atomic */
-	int enabled;
 	int active;		/* called fi_connect */
 
 	/* Transmit side; tx_lock guards the ring head and the QP's SQ. */
@@ -148,15 +133,11 @@ struct ibf_ep {
 	uint32_t tx_signal_every;	/* keep the ring reclaimable */
 	size_t tx_iov_limit;
 	size_t inject_size;
-	uint64_t tx_op_flags;
-	int tx_selective;	/* FI_SELECTIVE_COMPLETION on the TX CQ */
 
 	/* Receive side; rx_lock guards the ring head and the QP's RQ. */
 	struct ibf_lock rx_lock;
 	struct ibf_ring rx;
 	size_t rx_iov_limit;
-	uint64_t rx_op_flags;
-	int rx_selective;
 	size_t min_multi_recv;	/* FI_OPT_MIN_MULTI_RECV */
 	/*
 	 * FI_MULTI_RECV: messages fill a multi-receive buffer before any
@@ -249,7 +230,7 @@ int ibf_ep_multi_recv_next(struct ibf_op *op, uint32_t byte_len);
 
 static inline struct ibf_ep *to_ibf_ep(struct fid_ep *ep)
 {
-	return container_of(ep, struct ibf_ep, ep_fid);
+	return container_of(ep, struct ibf_ep, base.ep_fid);
 }
 
 /*
@@ -259,12 +240,16 @@ static inline struct ibf_ep *to_ibf_ep(struct fid_ep *ep)
  */
 static inline struct ibf_cq *ibf_ep_send_cq(const struct ibf_ep *ep)
 {
-	return ep->tx_cq ? ep->tx_cq : ep->rx_cq ? ep->rx_cq : ep->own_cq;
+	const struct ibf_ep_base *b = &ep->base;
+
+	return b->tx_cq ? b->tx_cq : b->rx_cq ? b->rx_cq : ep->own_cq;
 }
 
 static inline struct ibf_cq *ibf_ep_recv_cq(const struct ibf_ep *ep)
 {
-	return ep->rx_cq ? ep->rx_cq : ep->tx_cq ? ep->tx_cq : ep->own_cq;
+	const struct ibf_ep_base *b = &ep->base;
+
+	return b->rx_cq ? b->rx_cq : b->tx_cq ? b->tx_cq : ep->own_cq;
 }
 
 int ibf_ep_open(struct fid_domain *domain, struct fi_info *info,
@@ -279,12 +264,25 @@ extern struct fi_ops_rma ibf_rma_ops;
 /* Does the caller want a completion for an operation with these flags? */
 static inline int ibf_tx_wants_comp(const struct ibf_ep *ep, uint64_t flags)
 {
-	return ep->tx_cq && (!ep->tx_selective || (flags & FI_COMPLETION));
+	return ep->base.tx_cq &&
+	       (!ep->base.tx_selective || (flags & FI_COMPLETION));
 }
 
 static inline int ibf_rx_wants_comp(const struct ibf_ep *ep, uint64_t flags)
 {
-	return ep->rx_cq && (!ep->rx_selective || (flags & FI_COMPLETION));
+	return ep->base.rx_cq &&
+	       (!ep->base.rx_selective || (flags & FI_COMPLETION));
+}
+
+/* The same for a call that takes the endpoint's op_flags. */
+static inline int ibf_tx_wants_comp_dflt(const struct ibf_ep *ep)
+{
+	return ibf_tx_wants_comp(ep, ep->base.tx_op_flags);
+}
+
+static inline int ibf_rx_wants_comp_dflt(const struct ibf_ep *ep)
+{
+	return ibf_rx_wants_comp(ep, ep->base.rx_op_flags);
 }
 
 /* One transmit work request, as the msg and rma calls describe it. */

@@ -150,7 +150,7 @@ static void ibf_msg_atomic_fill_slot(struct ibf_ep *ep,
 	s->op.olen = 0;
 	s->op.err = 0;
 	s->op.user_comp = !(flags & FI_INJECT) && ibf_tx_wants_comp(ep, flags);
-	s->op.cntr = ep->cntr[plain ? IBF_EP_CNTR_WRITE : IBF_EP_CNTR_READ];
+	s->op.cntr = ep->base.cntr[plain ? IBF_CNTR_WRITE : IBF_CNTR_READ];
 	s->nres = plain ? 0 : a->nres;
 	for (i = 0; i < s->nres; i++) {
 		s->res[i].iov_base = a->res[i].addr;
@@ -171,7 +171,7 @@ static ssize_t ibf_msg_atomic_post(struct fid_ep *ep_fid,
 	ssize_t ret;
 
 	(void)dest;	/* a connected endpoint has one peer */
-	if (unlikely(!(ep->info->caps & FI_ATOMIC))) {
+	if (unlikely(!(ep->base.info->caps & FI_ATOMIC))) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an atomic on an "
 			       "endpoint opened without FI_ATOMIC\n");
 		return -FI_EOPNOTSUPP;
@@ -263,7 +263,7 @@ void ibf_msg_atomic_on_answer(struct ibf_ep *ep, const void *wire, size_t len)
 
 static uint64_t ibf_msg_atomic_op_flags(struct fid_ep *ep_fid)
 {
-	return to_ibf_ep(ep_fid)->tx_op_flags;
+	return to_ibf_ep(ep_fid)->base.tx_op_flags;
 }
 
 static size_t ibf_msg_atomic_eager(struct fid_ep *ep_fid)

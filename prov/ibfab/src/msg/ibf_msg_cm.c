@@ -78,7 +78,7 @@ int ibf_migrate_id(struct rdma_cm_id *id, struct ibf_eq *eq)
 static void ibf_conn_param(struct ibf_ep *ep, struct rdma_conn_param *cp,
 			   uint8_t *wire, const void *param, size_t paramlen)
 {
-	ibf_cm_param_init(&ep->domain->dev_attr, cp, wire,
+	ibf_cm_param_init(&ep->base.domain->dev_attr, cp, wire,
 			  ibf_cm_pack(wire, param, paramlen));
 }
 
@@ -89,7 +89,7 @@ static int ibf_ep_check_cm(struct ibf_ep *ep, size_t paramlen, const char *call)
 			 "%d (FI_OPT_CM_DATA_SIZE)\n", call, paramlen, IBF_CM_DATA_SIZE);
 		return -FI_EINVAL;
 	}
-	if (!ep->enabled || !ep->eq) {
+	if (!ep->base.enabled || !ep->eq) {
 		IBF_WARN(FI_LOG_EP_CTRL, "%s: bind an EQ and CQs and fi_enable "
 			 "the endpoint first\n", call);
 		return -FI_EOPBADSTATE;
@@ -121,7 +121,7 @@ static int ibf_ep_resolve(struct ibf_ep *ep, const void *addr)
 			 ibf_addr_str(addr, buf, sizeof(buf)), strerror(errno));
 		return -FI_EHOSTUNREACH;
 	}
-	if (ep->id->verbs != ep->domain->verbs) {
+	if (ep->id->verbs != ep->base.domain->verbs) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_connect: %s is reached through %s, "
 			 "not this domain's device\n", ibf_addr_str(addr, buf, sizeof(buf)),
 			 ibv_get_device_name(ep->id->verbs->device));
@@ -220,7 +220,7 @@ static int ibf_ep_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 
 static int ibf_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
-	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, base.ep_fid.fid);
 
 	return ibf_getname(ep->id, addr, addrlen);
 }
@@ -235,7 +235,7 @@ static int ibf_ep_getpeer(struct fid_ep *ep_fid, void *addr, size_t *addrlen)
 
 static int ibf_ep_setname(fid_t fid, void *addr, size_t addrlen)
 {
-	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, base.ep_fid.fid);
 
 	if (!addr || addrlen < ibf_addr_len(addr) || !ibf_addr_len(addr))
 		return -FI_EINVAL;
@@ -269,7 +269,7 @@ static void ibf_ep_push_cm(struct ibf_ep *ep, struct ibf_eq *eq, uint32_t event,
 		IBF_WARN(FI_LOG_EP_CTRL, "no memory for a CM event: lost\n");
 		return;
 	}
-	entry->fid = &ep->ep_fid.fid;
+	entry->fid = &ep->base.ep_fid.fid;
 	if (len)
 		memcpy(entry->data, data, len);
 	ibf_eq_push(eq, event, entry, size, 0, NULL, 0);
@@ -281,8 +281,8 @@ static void ibf_ep_push_err(struct ibf_ep *ep, struct ibf_eq *eq, int err,
 {
 	struct fi_eq_err_entry e = { 0 };
 
-	e.fid = &ep->ep_fid.fid;
-	e.context = ep->ep_fid.fid.context;
+	e.fid = &ep->base.ep_fid.fid;
+	e.context = ep->base.ep_fid.fid.context;
 	e.err = err;
 	e.prov_errno = prov_errno;
 	ibf_eq_push(eq, 0, &e, sizeof(e), IBF_EQ_ERR, data, len);

@@ -68,7 +68,7 @@ static int ibf_ring_init(struct ibf_ring *r, uint32_t size)
 /* Send queue slots for atomic answers: one per bounce (ibf_msg_tagged.c). */
 static uint32_t ibf_ep_replies(const struct ibf_ep *ep)
 {
-	return ep->tag_mode && (ep->info->caps & FI_ATOMIC) ? ep->rx.size : 0;
+	return ep->tag_mode && (ep->base.info->caps & FI_ATOMIC) ? ep->rx.size : 0;
 }
 
 int ibf_ep_create_qp(struct ibf_ep *ep)
@@ -88,7 +88,7 @@ int ibf_ep_create_qp(struct ibf_ep *ep)
 	attr.sq_sig_all = 0;	/* we choose which sends complete */
 	if (ep->tagged)
 		attr.cap.max_recv_sge = 1;	/* bounces: one buffer each */
-	if (rdma_create_qp(ep->id, ep->domain->pd, &attr)) {
+	if (rdma_create_qp(ep->id, ep->base.domain->pd, &attr)) {
 		ret = ibf_errno_to_fi(errno);
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_create_qp (send %u, recv %u, sge "
 			 "%zu/%zu, inline %zu): %s\n", ep->tx.size, ep->rx.size,
@@ -175,8 +175,8 @@ static int ibf_ep_has_cntr(const struct ibf_ep *ep)
 {
 	int k;
 
-	for (k = 0; k < IBF_EP_CNTRS; k++)
-		if (ep->cntr[k])
+	for (k = 0; k < IBF_CNTR_KINDS; k++)
+		if (ep->base.cntr[k])
 			return 1;
 	return 0;
 }
@@ -192,10 +192,10 @@ static int ibf_ep_open_own_cq(struct ibf_ep *ep)
 	int k, ret;
 
 	attr.wait_obj = FI_WAIT_NONE;
-	for (k = 0; k < IBF_EP_CNTRS; k++)
-		if (ep->cntr[k] && ep->cntr[k]->waitable)
+	for (k = 0; k < IBF_CNTR_KINDS; k++)
+		if (ep->base.cntr[k] && ep->base.cntr[k]->waitable)
 			attr.wait_obj = FI_WAIT_FD;
-	ret = ibf_cq_open(&ep->domain->domain_fid, &attr, &cq, NULL);
+	ret = ibf_cq_open(&ep->base.domain->domain_fid, &attr, &cq, NULL);
 	if (ret)
 		return ret;
 	ep->own_cq = container_of(cq, struct ibf_cq, cq_fid);
@@ -237,9 +237,9 @@ static void ibf_ep_detach_cntrs(struct ibf_ep *ep)
 {
 	int k;
 
-	for (k = 0; k < IBF_EP_CNTRS; k++)
-		if (ep->cntr[k])
-			ibf_cntr_del_ep(ep->cntr[k], &ep->cntr_hook);
+	for (k = 0; k < IBF_CNTR_KINDS; k++)
+		if (ep->base.cntr[k])
+			ibf_cntr_del_ep(ep->base.cntr[k], &ep->cntr_hook);
 }
 
 /* Counters progress (and sleep on) the endpoint's CQs from now on; the
@@ -261,9 +261,9 @@ static int ibf_ep_attach_cntrs(struct ibf_ep *ep)
 	fd[1] = rcq != scq && rcq->channel ? rcq->channel->fd : -1;
 	ep->cntr_hook = (struct ibf_progress){ ibf_ep_cntr_progress,
 					       ibf_ep_cntr_trywait };
-	for (k = 0; k < IBF_EP_CNTRS; k++) {
-		if (ep->cntr[k] &&
-		    (ret = ibf_cntr_add_ep(ep->cntr[k], &ep->cntr_hook, fd))) {
+	for (k = 0; k < IBF_CNTR_KINDS; k++) {
+		if (ep->base.cntr[k] &&
+		    (ret = ibf_cntr_add_ep(ep->base.cntr[k], &ep->cntr_hook, fd))) {
 			ibf_ep_detach_cntrs(ep);
 			return ret;
 		}
@@ -275,20 +275,20 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 {
 	int ret;
 
-	if (ep->enabled)
+	if (ep->base.enabled)
 		return 0;
-	if (!ep->tx_cq && !ep->rx_cq && !ibf_ep_has_cntr(ep)) {
+	if (!ep->base.tx_cq && !ep->base.rx_cq && !ibf_ep_has_cntr(ep)) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a CQ or a counter "
 			 "first\n");
 		return -FI_ENOCQ;
 	}
-	if (ep->srx && ep->cntr[IBF_EP_CNTR_RECV]) {
+	if (ep->srx && ep->base.cntr[IBF_CNTR_RECV]) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: a receive counter on an "
 			 "endpoint with a shared receive context is not "
 			 "supported: count receives on a CQ\n");
 		return -FI_ENOSYS;
 	}
-	if (!ep->tx_cq && !ep->rx_cq && !ep->own_cq &&
+	if (!ep->base.tx_cq && !ep->base.rx_cq && !ep->own_cq &&
 	    (ret = ibf_ep_open_own_cq(ep)))
 		return ret;
 	if (!ep->eq) {
@@ -301,14 +301,14 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 		return ret;
 	if (ep->tag_mode && (ret = ibf_tagged_init(ep)))
 		goto unreserve;
-	if ((ep->info->caps & FI_ATOMIC) && (ret = ibf_msg_atomic_init(ep)))
+	if ((ep->base.info->caps & FI_ATOMIC) && (ret = ibf_msg_atomic_init(ep)))
 		goto untag;
 	if ((ret = ibf_ep_attach_cntrs(ep)))
 		goto untag;
 	/* Without an address yet, the QP waits for fi_connect's resolution. */
 	if (ep->id->verbs && (ret = ibf_ep_create_qp(ep)))
 		goto detach;
-	ep->enabled = 1;
+	ep->base.enabled = 1;
 	return 0;
 detach:
 	ibf_ep_detach_cntrs(ep);
@@ -320,46 +320,16 @@ unreserve:
 	return ret;
 }
 
-static int ibf_ep_bind_cq(struct ibf_ep *ep, struct ibf_cq *cq, uint64_t flags)
-{
-	return ibf_cq_bind(cq, ep->domain, flags, &ep->tx_cq, &ep->rx_cq,
-			   &ep->tx_selective, &ep->rx_selective);
-}
-
 /*
- * fi_ep_bind of a counter: what it counts, from flags.  FI_REMOTE_READ and
- * FI_REMOTE_WRITE are accepted and count nothing: RDMA to this endpoint
- * completes in the peer's device alone (FI_RMA_EVENT is not offered on
- * FI_EP_MSG).
+ * fi_ep_bind of what only an FI_EP_MSG endpoint takes (CQs and counters
+ * go through ibf_ep_base_bind): its EQ, a shared receive context.
  */
-static int ibf_ep_bind_cntr(struct ibf_ep *ep, struct ibf_cntr *c,
-			    uint64_t flags)
+static int ibf_ep_bind_own(struct ibf_ep_base *b, struct fid *bfid,
+			   uint64_t flags)
 {
-	static const uint64_t kind_flag[IBF_EP_CNTRS] = {
-		[IBF_EP_CNTR_SEND] = FI_SEND,
-		[IBF_EP_CNTR_RECV] = FI_RECV,
-		[IBF_EP_CNTR_READ] = FI_READ,
-		[IBF_EP_CNTR_WRITE] = FI_WRITE,
-	};
+	struct ibf_ep *ep = container_of(b, struct ibf_ep, base);
 
-	return ibf_cntr_bind_kinds(ep->cntr, kind_flag, IBF_EP_CNTRS, c,
-				   ep->domain, flags);
-}
-
-static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
-
-	if (!bfid)
-		return -FI_EINVAL;
-	if (ep->enabled) {
-		IBF_WARN(FI_LOG_EP_CTRL, "bind before fi_enable\n");
-		return -FI_EOPBADSTATE;
-	}
 	switch (bfid->fclass) {
-	case FI_CLASS_CQ:
-		return ibf_ep_bind_cq(ep, container_of(bfid, struct ibf_cq, cq_fid.fid),
-				      flags);
 	case FI_CLASS_EQ:
 		if (ep->eq)
 			return -FI_EINVAL;
@@ -370,39 +340,43 @@ static int ibf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		if (ep->srx || ep->tag_mode)
 			return -FI_EINVAL;
 		ep->srx = container_of(bfid, struct ibf_srx, ep_fid.fid);
-		if (ep->srx->domain != ep->domain) {
+		if (ep->srx->domain != ep->base.domain) {
 			ep->srx = NULL;
 			return -FI_EINVAL;
 		}
 		ibf_ref_get(&ep->srx->ref);
 		return 0;
-	case FI_CLASS_CNTR:
-		return ibf_ep_bind_cntr(ep, container_of(bfid, struct ibf_cntr,
-							 cntr_fid.fid), flags);
 	default:
-		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind fid class %zu to an "
-			 "FI_EP_MSG endpoint (CQs, an EQ, a shared receive "
-			 "context)\n", bfid->fclass);
 		return -FI_ENOSYS;
 	}
 }
 
-static int ibf_ep_control(struct fid *fid, int command, void *arg)
+static int ibf_ep_enable_own(struct ibf_ep_base *b)
 {
-	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
-	uint64_t *flags = arg;
-
-	switch (command) {
-	case FI_ENABLE:
-		return ibf_ep_enable(ep);
-	case FI_GETOPSFLAG:
-	case FI_SETOPSFLAG:
-		return ibf_ep_opsflag(command, flags, &ep->tx_op_flags,
-				      &ep->rx_op_flags);
-	default:
-		return -FI_ENOSYS;
-	}
+	return ibf_ep_enable(container_of(b, struct ibf_ep, base));
 }
+
+/*
+ * What its counters count, from fi_ep_bind's flags.  FI_REMOTE_READ and
+ * FI_REMOTE_WRITE are accepted and count nothing: RDMA to this endpoint
+ * completes in the peer's device alone (FI_RMA_EVENT is not offered on
+ * FI_EP_MSG).
+ */
+static const uint64_t ibf_ep_cntr_flag[] = {
+	[IBF_CNTR_SEND] = FI_SEND,
+	[IBF_CNTR_RECV] = FI_RECV,
+	[IBF_CNTR_READ] = FI_READ,
+	[IBF_CNTR_WRITE] = FI_WRITE,
+};
+
+static const struct ibf_ep_base_ops ibf_ep_base_ops = {
+	.name = "FI_EP_MSG",
+	.binds = "CQs, counters, an EQ, a shared receive context",
+	.cntr_flag = ibf_ep_cntr_flag,
+	.ncntr = sizeof(ibf_ep_cntr_flag) / sizeof(ibf_ep_cntr_flag[0]),
+	.bind = ibf_ep_bind_own,
+	.enable = ibf_ep_enable_own,
+};
 
 /* What a closing MSG endpoint drains from one CQ. */
 struct ibf_ep_drain {
@@ -505,8 +479,8 @@ static void ibf_ep_flush(struct ibf_ep *ep)
 
 static int ibf_ep_close(struct fid *fid)
 {
-	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
-	int leak = 0, k;
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, base.ep_fid.fid);
+	int leak = 0;
 
 	if (ep->id && ep->id->qp) {
 		if (__atomic_load_n(&ep->state, __ATOMIC_ACQUIRE) == IBF_EP_CONNECTED)
@@ -519,7 +493,7 @@ static int ibf_ep_close(struct fid *fid)
 				       ibf_tagged_replying(ep)));
 		rdma_destroy_qp(ep->id);
 	}
-	if (ep->enabled) {
+	if (ep->base.enabled) {
 		ibf_ep_detach_cntrs(ep);
 		ibf_ep_unreserve_cqs(ep);
 		if (!leak) {
@@ -527,22 +501,16 @@ static int ibf_ep_close(struct fid *fid)
 			ibf_tagged_fini(ep);
 		}
 	}
-	for (k = 0; k < IBF_EP_CNTRS; k++)
-		if (ep->cntr[k])
-			ibf_ref_put(&ep->cntr[k]->ref);
 	if (ep->own_cq && !leak)
 		fi_close(&ep->own_cq->cq_fid.fid);
 	if (ep->id)
 		rdma_destroy_id(ep->id);
-	if (ep->tx_cq)
-		ibf_ref_put(&ep->tx_cq->ref);
-	if (ep->rx_cq)
-		ibf_ref_put(&ep->rx_cq->ref);
+	ibf_ep_base_unbind(&ep->base);
 	if (ep->eq)
 		ibf_ref_put(&ep->eq->ref);
 	if (ep->srx)
 		ibf_ref_put(&ep->srx->ref);
-	ibf_ref_put(&ep->domain->ref);
+	ibf_ref_put(&ep->base.domain->ref);
 	if (leak) {
 		IBF_WARN(FI_LOG_EP_CTRL, "the device did not flush every work "
 			 "request; keeping the endpoint's rings allocated\n");
@@ -553,14 +521,14 @@ static int ibf_ep_close(struct fid *fid)
 	free(ep->rx_wait);
 	ibf_lock_fini(&ep->tx_lock);
 	ibf_lock_fini(&ep->rx_lock);
-	fi_freeinfo(ep->info);
+	fi_freeinfo(ep->base.info);
 	free(ep);
 	return 0;
 }
 
 static ssize_t ibf_ep_cancel(fid_t fid, void *context)
 {
-	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, base.ep_fid.fid);
 
 	/* A posted verbs receive cannot be taken back; tagged mode's can. */
 	if (ep->tag_mode)
@@ -571,7 +539,7 @@ static ssize_t ibf_ep_cancel(fid_t fid, void *context)
 static int ibf_ep_getopt(fid_t fid, int level, int optname, void *optval,
 			 size_t *optlen)
 {
-	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, base.ep_fid.fid);
 
 	if (level != FI_OPT_ENDPOINT)
 		return -FI_ENOPROTOOPT;
@@ -588,7 +556,7 @@ static int ibf_ep_getopt(fid_t fid, int level, int optname, void *optval,
 static int ibf_ep_setopt(fid_t fid, int level, int optname, const void *optval,
 			 size_t optlen)
 {
-	struct ibf_ep *ep = container_of(fid, struct ibf_ep, ep_fid.fid);
+	struct ibf_ep *ep = container_of(fid, struct ibf_ep, base.ep_fid.fid);
 
 	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
@@ -615,8 +583,8 @@ static ssize_t ibf_ep_rx_size_left(struct fid_ep *ep_fid)
 static struct fi_ops ibf_ep_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = ibf_ep_close,
-	.bind = ibf_ep_bind,
-	.control = ibf_ep_control,
+	.bind = ibf_ep_base_bind,
+	.control = ibf_ep_base_control,
 	.ops_open = ibf_no_ops_open,
 	.tostr = ibf_no_tostr,
 	.ops_set = ibf_no_ops_set,
@@ -706,7 +674,7 @@ static int ibf_ep_rx_wait_init(struct ibf_ep *ep)
 
 static void ibf_ep_size(struct ibf_ep *ep, const struct fi_info *info)
 {
-	const struct ibv_device_attr *dev = &ep->domain->dev_attr;
+	const struct ibv_device_attr *dev = &ep->base.domain->dev_attr;
 	size_t tx = info->tx_attr && info->tx_attr->size ? info->tx_attr->size :
 		    ibf_params.tx_size;
 	size_t rx = info->rx_attr && info->rx_attr->size ? info->rx_attr->size :
@@ -724,8 +692,8 @@ static void ibf_ep_size(struct ibf_ep *ep, const struct fi_info *info)
 	ep->rx_iov_limit = IBF_MIN(IBF_MIN(ep->rx_iov_limit, (size_t)dev->max_sge),
 				   IBF_MAX_SGE);
 	ep->inject_size = info->tx_attr ? info->tx_attr->inject_size : 0;
-	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
-	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->base.tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->base.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
 }
 
@@ -746,12 +714,13 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
-	ep->domain = dom;
+	ep->base.domain = dom;
+	ep->base.ops = &ibf_ep_base_ops;
 	ep->owner.on_event = ibf_ep_on_cm_event;
 	ibf_lock_init(&ep->tx_lock, ibf_threading_needs_lock(dom->info->domain_attr->threading));
 	ibf_lock_init(&ep->rx_lock, ep->tx_lock.enabled);
-	ep->info = fi_dupinfo(info);
-	if (!ep->info) {
+	ep->base.info = fi_dupinfo(info);
+	if (!ep->base.info) {
 		ret = -FI_ENOMEM;
 		goto err;
 	}
@@ -777,29 +746,30 @@ int ibf_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		if (ret)
 			goto err;
 	}
-	ep->ep_fid.fid.fclass = FI_CLASS_EP;
-	ep->ep_fid.fid.context = context;
-	ep->ep_fid.fid.ops = &ibf_ep_fi_ops;
-	ep->ep_fid.ops = &ibf_ep_ops;
-	ep->ep_fid.cm = &ibf_ep_cm_ops;
-	ep->ep_fid.msg = &ibf_msg_ops;
-	ep->ep_fid.rma = &ibf_rma_ops;
-	ep->ep_fid.tagged = &ibf_no_tagged_ops;
-	ep->ep_fid.atomic = &ibf_msg_atomic_ops;	/* refused without FI_ATOMIC */
+	ep->base.ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->base.ep_fid.fid.context = context;
+	ep->base.ep_fid.fid.ops = &ibf_ep_fi_ops;
+	ep->base.ep_fid.ops = &ibf_ep_ops;
+	ep->base.ep_fid.cm = &ibf_ep_cm_ops;
+	ep->base.ep_fid.msg = &ibf_msg_ops;
+	ep->base.ep_fid.rma = &ibf_rma_ops;
+	ep->base.ep_fid.tagged = &ibf_no_tagged_ops;
+	/* Refused without FI_ATOMIC. */
+	ep->base.ep_fid.atomic = &ibf_msg_atomic_ops;
 	if (info->caps & (FI_TAGGED | FI_ATOMIC)) {
 		/* Messages framed, received into bounces: see ibf_msg_tagged.c. */
 		ep->tag_mode = 1;	/* its state is set up at fi_enable */
-		ep->ep_fid.msg = &ibf_tagged_msg_ops;
+		ep->base.ep_fid.msg = &ibf_tagged_msg_ops;
 	}
 	if (info->caps & FI_TAGGED)
-		ep->ep_fid.tagged = &ibf_tagged_ops;
+		ep->base.ep_fid.tagged = &ibf_tagged_ops;
 	if (req) {
 		/* The endpoint consumes the request (fi_reject would free it). */
 		ep->id->context = &ep->owner;
 		free(req);
 	}
 	ibf_ref_get(&dom->ref);
-	*ep_fid = &ep->ep_fid;
+	*ep_fid = &ep->base.ep_fid;
 	return 0;
 err:
 	if (ep->id && !req)
@@ -807,7 +777,7 @@ err:
 	free(ep->tx.ops);
 	free(ep->rx.ops);
 	free(ep->rx_wait);
-	fi_freeinfo(ep->info);
+	fi_freeinfo(ep->base.info);
 	free(ep);
 	return ret;
 }

@@ -64,10 +64,10 @@ static inline struct ibf_cntr *ibf_tx_cntr(const struct ibf_ep *ep,
 					   enum ibv_wr_opcode opcode)
 {
 	if (opcode == IBV_WR_RDMA_READ)
-		return ep->cntr[IBF_EP_CNTR_READ];
+		return ep->base.cntr[IBF_CNTR_READ];
 	if (opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-		return ep->cntr[IBF_EP_CNTR_WRITE];
-	return ep->cntr[IBF_EP_CNTR_SEND];
+		return ep->base.cntr[IBF_CNTR_WRITE];
+	return ep->base.cntr[IBF_CNTR_SEND];
 }
 
 /* Post one send-side work request whose SGEs are filled (len bytes). */
@@ -182,7 +182,7 @@ static inline ssize_t ibf_ep_post_rx_wr(struct ibf_ep *ep, struct ibv_sge *sge,
 	op->len = len;
 	op->buf = buf;
 	op->user_comp = comp;
-	op->cntr = ep->cntr[IBF_EP_CNTR_RECV];
+	op->cntr = ep->base.cntr[IBF_CNTR_RECV];
 	op->lkey = count ? sge[0].lkey : 0;
 	wr.wr_id = (uintptr_t)op;
 	ret = ibv_post_recv(ep->id->qp, &wr, &bad);

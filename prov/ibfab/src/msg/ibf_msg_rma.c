@@ -47,7 +47,7 @@ static ssize_t ibf_rma_read(struct fid_ep *ep_fid, void *buf, size_t len,
 	struct iovec iov = { buf, len };
 
 	return ibf_rma(ep, IBV_WR_RDMA_READ, &iov, &desc, 1, addr, key, 0,
-		       ep->tx_op_flags, context, ibf_tx_wants_comp(ep, ep->tx_op_flags));
+		       ep->base.tx_op_flags, context, ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_rma_readv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -57,7 +57,7 @@ static ssize_t ibf_rma_readv(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
 	return ibf_rma(ep, IBV_WR_RDMA_READ, iov, desc, count, addr, key, 0,
-		       ep->tx_op_flags, context, ibf_tx_wants_comp(ep, ep->tx_op_flags));
+		       ep->base.tx_op_flags, context, ibf_tx_wants_comp_dflt(ep));
 }
 
 /* One remote iov: verbs reads and writes one remote range. */
@@ -92,7 +92,7 @@ static ssize_t ibf_rma_write(struct fid_ep *ep_fid, const void *buf, size_t len,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_rma(ep, IBV_WR_RDMA_WRITE, &iov, &desc, 1, addr, key, 0,
-		       ep->tx_op_flags, context, ibf_tx_wants_comp(ep, ep->tx_op_flags));
+		       ep->base.tx_op_flags, context, ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_rma_writev(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -102,7 +102,7 @@ static ssize_t ibf_rma_writev(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
 	return ibf_rma(ep, IBV_WR_RDMA_WRITE, iov, desc, count, addr, key, 0,
-		       ep->tx_op_flags, context, ibf_tx_wants_comp(ep, ep->tx_op_flags));
+		       ep->base.tx_op_flags, context, ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_rma_writemsg(struct fid_ep *ep_fid, const struct fi_msg_rma *msg,
@@ -127,8 +127,8 @@ static ssize_t ibf_rma_writedata(struct fid_ep *ep_fid, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_rma(ep, IBV_WR_RDMA_WRITE_WITH_IMM, &iov, &desc, 1, addr, key,
-		       data, ep->tx_op_flags | FI_REMOTE_CQ_DATA, context,
-		       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+		       data, ep->base.tx_op_flags | FI_REMOTE_CQ_DATA, context,
+		       ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_rma_inject(struct fid_ep *ep_fid, const void *buf, size_t len,

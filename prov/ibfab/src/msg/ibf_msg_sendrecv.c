@@ -12,8 +12,8 @@ static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
 	return ibf_ep_post_rx_one(ep, buf, len, desc, context,
-				  ibf_rx_wants_comp(ep, ep->rx_op_flags),
-				  ep->rx_op_flags);
+				  ibf_rx_wants_comp_dflt(ep),
+				  ep->base.rx_op_flags);
 }
 
 static ssize_t ibf_msg_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -23,8 +23,8 @@ static ssize_t ibf_msg_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
 	return ibf_ep_post_rx(ep, iov, desc, count, context,
-			      ibf_rx_wants_comp(ep, ep->rx_op_flags),
-			      ep->rx_op_flags);
+			      ibf_rx_wants_comp_dflt(ep),
+			      ep->base.rx_op_flags);
 }
 
 static ssize_t ibf_msg_recvmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
@@ -64,8 +64,8 @@ static ssize_t ibf_msg_send(struct fid_ep *ep_fid, const void *buf, size_t len,
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 	struct iovec iov = { (void *)buf, len };
 
-	return ibf_send(ep, &iov, &desc, 1, 0, ep->tx_op_flags, context,
-			ibf_tx_wants_comp(ep, ep->tx_op_flags));
+	return ibf_send(ep, &iov, &desc, 1, 0, ep->base.tx_op_flags, context,
+			ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_msg_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -74,8 +74,8 @@ static ssize_t ibf_msg_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
 {
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
-	return ibf_send(ep, iov, desc, count, 0, ep->tx_op_flags, context,
-			ibf_tx_wants_comp(ep, ep->tx_op_flags));
+	return ibf_send(ep, iov, desc, count, 0, ep->base.tx_op_flags, context,
+			ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_msg_sendmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
@@ -95,8 +95,8 @@ static ssize_t ibf_msg_senddata(struct fid_ep *ep_fid, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_send(ep, &iov, &desc, 1, data,
-			ep->tx_op_flags | FI_REMOTE_CQ_DATA, context,
-			ibf_tx_wants_comp(ep, ep->tx_op_flags));
+			ep->base.tx_op_flags | FI_REMOTE_CQ_DATA, context,
+			ibf_tx_wants_comp_dflt(ep));
 }
 
 /* Injects go inline and never complete. */

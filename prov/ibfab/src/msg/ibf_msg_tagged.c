@@ -275,7 +275,8 @@ static void ibf_tagged_on_atomic(struct ibf_tagged *t, struct ibf_op *b)
 		ibf_tagged_refuse_atomic(t, b);
 		return;
 	}
-	plen = ibf_atomic_serve(t->ep->domain, hdr + 1, plen, ibf_params.eager_size);
+	plen = ibf_atomic_serve(t->ep->base.domain, hdr + 1, plen,
+				ibf_params.eager_size);
 	hdr->flags = IBF_HDR_ATOMIC_RESP;
 	ibf_tagged_reply(t, b, sizeof(*hdr) + plen);
 }
@@ -375,7 +376,7 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 		b->tag = 0;
 		b->err = 0;
 		/* It consumed a receive of the peer's: counted as one. */
-		b->cntr = t->ep->cntr[IBF_EP_CNTR_RECV];
+		b->cntr = t->ep->base.cntr[IBF_CNTR_RECV];
 		ibf_cq_soft_push(cq, b);
 		return;
 	}
@@ -518,7 +519,7 @@ static ssize_t ibf_tagged_recv(struct ibf_ep *ep, const struct iovec *iov,
 	x->me.src = IBF_TAGGED_PEER;
 	t->urecv[r].context = context;
 	t->urecv[r].tag = tag;
-	t->urecv[r].cntr = ep->cntr[IBF_EP_CNTR_RECV];
+	t->urecv[r].cntr = ep->base.cntr[IBF_CNTR_RECV];
 	t->urecv[r].user_comp = comp;
 	u = ibf_match_unexpected(t, r);
 	gone = u < 0 && t->gone;
@@ -576,7 +577,7 @@ static ssize_t ibf_tagged_send(struct ibf_ep *ep, const struct iovec *iov,
 	}
 	return ibf_tagged_send_frame(ep, &hdr, ibf_fill_iov, &src,
 				     FI_SEND | (tagged ? FI_TAGGED : FI_MSG),
-				     context, comp, ep->cntr[IBF_EP_CNTR_SEND]);
+				     context, comp, ep->base.cntr[IBF_CNTR_SEND]);
 }
 
 ssize_t ibf_tagged_send_frame(struct ibf_ep *ep, const struct ibf_tag_hdr *h,
@@ -635,7 +636,7 @@ static void *ibf_alloc_reg(struct ibf_ep *ep, size_t len, int access,
 	if (posix_memalign(&mem, 4096, len))
 		return NULL;
 	memset(mem, 0, len);
-	*mr = ibv_reg_mr(ep->domain->pd, mem, len, access);
+	*mr = ibv_reg_mr(ep->base.domain->pd, mem, len, access);
 	if (!*mr) {
 		IBF_WARN(FI_LOG_EP_CTRL, "cannot register %zu bytes of tagged-mode "
 			 "buffers: %s\n", len, strerror(errno));
@@ -689,7 +690,7 @@ int ibf_tagged_init(struct ibf_ep *ep)
 		t->urecv_next[i] = i + 1 < t->nurecv ? (int)i + 1 : -1;
 	}
 	t->free_head = 0;
-	if (ep->info->caps & FI_ATOMIC) {
+	if (ep->base.info->caps & FI_ATOMIC) {
 		t->reply = calloc(t->nbounce, sizeof(*t->reply));
 		if (!t->reply)
 			goto err;
@@ -760,7 +761,7 @@ static ssize_t ibf_tg_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc
 	struct iovec iov = { buf, len };
 
 	return ibf_tagged_recv(to_ibf_ep(ep), &iov, 1, tag, ignore, 1, context, 0,
-			       ibf_rx_wants_comp(to_ibf_ep(ep), to_ibf_ep(ep)->rx_op_flags));
+			       ibf_rx_wants_comp_dflt(to_ibf_ep(ep)));
 }
 
 static ssize_t ibf_tg_trecvv(struct fid_ep *ep, const struct iovec *iov,
@@ -768,7 +769,7 @@ static ssize_t ibf_tg_trecvv(struct fid_ep *ep, const struct iovec *iov,
 			     uint64_t tag, uint64_t ignore, void *context)
 {
 	return ibf_tagged_recv(to_ibf_ep(ep), iov, count, tag, ignore, 1, context, 0,
-			       ibf_rx_wants_comp(to_ibf_ep(ep), to_ibf_ep(ep)->rx_op_flags));
+			       ibf_rx_wants_comp_dflt(to_ibf_ep(ep)));
 }
 
 static ssize_t ibf_tg_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg,
@@ -787,7 +788,7 @@ static ssize_t ibf_tg_tsend(struct fid_ep *ep_fid, const void *buf, size_t len,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_tagged_send(ep, &iov, 1, tag, 0, 0, 1, context,
-			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+			       ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_tg_tsendv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -797,7 +798,7 @@ static ssize_t ibf_tg_tsendv(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
 	return ibf_tagged_send(ep, iov, count, tag, 0, 0, 1, context,
-			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+			       ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_tg_tsendmsg(struct fid_ep *ep_fid, const struct fi_msg_tagged *msg,
@@ -826,7 +827,7 @@ static ssize_t ibf_tg_tsenddata(struct fid_ep *ep_fid, const void *buf, size_t l
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_tagged_send(ep, &iov, 1, tag, data, FI_REMOTE_CQ_DATA, 1,
-			       context, ibf_tx_wants_comp(ep, ep->tx_op_flags));
+			       context, ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_tg_tinjectdata(struct fid_ep *ep, const void *buf, size_t len,
@@ -857,7 +858,7 @@ static ssize_t ibf_tg_recv(struct fid_ep *ep, void *buf, size_t len, void *desc,
 	struct iovec iov = { buf, len };
 
 	return ibf_tagged_recv(to_ibf_ep(ep), &iov, 1, 0, 0, 0, context, 0,
-			       ibf_rx_wants_comp(to_ibf_ep(ep), to_ibf_ep(ep)->rx_op_flags));
+			       ibf_rx_wants_comp_dflt(to_ibf_ep(ep)));
 }
 
 static ssize_t ibf_tg_recvv(struct fid_ep *ep, const struct iovec *iov,
@@ -865,7 +866,7 @@ static ssize_t ibf_tg_recvv(struct fid_ep *ep, const struct iovec *iov,
 			    void *context)
 {
 	return ibf_tagged_recv(to_ibf_ep(ep), iov, count, 0, 0, 0, context, 0,
-			       ibf_rx_wants_comp(to_ibf_ep(ep), to_ibf_ep(ep)->rx_op_flags));
+			       ibf_rx_wants_comp_dflt(to_ibf_ep(ep)));
 }
 
 static ssize_t ibf_tg_recvmsg(struct fid_ep *ep, const struct fi_msg *msg,
@@ -883,7 +884,7 @@ static ssize_t ibf_tg_send(struct fid_ep *ep_fid, const void *buf, size_t len,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_tagged_send(ep, &iov, 1, 0, 0, 0, 0, context,
-			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+			       ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_tg_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -893,7 +894,7 @@ static ssize_t ibf_tg_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
 
 	return ibf_tagged_send(ep, iov, count, 0, 0, 0, 0, context,
-			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+			       ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_tg_sendmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
@@ -921,7 +922,7 @@ static ssize_t ibf_tg_senddata(struct fid_ep *ep_fid, const void *buf, size_t le
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_tagged_send(ep, &iov, 1, 0, data, FI_REMOTE_CQ_DATA, 0, context,
-			       ibf_tx_wants_comp(ep, ep->tx_op_flags));
+			       ibf_tx_wants_comp_dflt(ep));
 }
 
 static ssize_t ibf_tg_injectdata(struct fid_ep *ep, const void *buf, size_t len,

@@ -47,30 +47,13 @@
 
 struct ibf_rdm_ep;
 
-/* What a counter bound to an RDM endpoint counts (fi_ep_bind flags). */
-enum ibf_rdm_cntr_kind {
-	IBF_RDM_CNTR_SEND,		/* FI_SEND */
-	IBF_RDM_CNTR_RECV,		/* FI_RECV */
-	IBF_RDM_CNTR_READ,		/* FI_READ */
-	IBF_RDM_CNTR_WRITE,		/* FI_WRITE */
-	IBF_RDM_CNTR_REMOTE_READ,	/* FI_REMOTE_READ */
-	IBF_RDM_CNTR_REMOTE_WRITE,	/* FI_REMOTE_WRITE */
-	IBF_RDM_CNTRS
-};
-
 struct ibf_rdm_ep {
 	/* ---- endpoint (ibf_rdm_ep.c) ---- */
-	struct fid_ep ep_fid;
+	struct ibf_ep_base base;	/* fid, CQs, counters, op flags */
 	struct ibf_progress hook;	/* how CQs and counters progress it */
-	struct ibf_domain *domain;
-	struct fi_info *info;
 	struct ibf_av *av;
 	struct ibf_av_user av_user;	/* hears of removed addresses */
-	struct ibf_cq *tx_cq, *rx_cq;
-	int enabled;
 	struct ibf_lock lock;	/* the data path's, by threading level */
-	uint64_t tx_op_flags, rx_op_flags;
-	int tx_selective, rx_selective;
 	int rma_event;		/* FI_RMA_EVENT: RMA tells its target */
 	int atomic_target;	/* FI_ATOMIC: peers' atomics are applied */
 	int event_added;	/* in its domain's event endpoints */
@@ -88,8 +71,6 @@ struct ibf_rdm_ep {
 	const struct ibf_rdm_upcalls *up;	/* the layers' way up */
 	/* The CQ read running progress now, or NULL (under lock). */
 	struct ibf_cq_sink *sink;
-	/* Counters bound, by what they count (enum ibf_rdm_cntr_kind). */
-	struct ibf_cntr *cntr[IBF_RDM_CNTRS];
 
 	/* ---- connections (ibf_rdm_conn.c, ibf_rdm_cm.c) ---- */
 	uint32_t max_inline;	/* learnt from the first QP */
@@ -229,7 +210,7 @@ static inline size_t ibf_rdm_sq_need(const struct ibf_rdm_ep *ep)
 
 static inline struct ibf_rdm_ep *to_ibf_rdm_ep(struct fid_ep *ep)
 {
-	return container_of(ep, struct ibf_rdm_ep, ep_fid);
+	return container_of(ep, struct ibf_rdm_ep, base.ep_fid);
 }
 
 /* ibf_rdm_ep.c */

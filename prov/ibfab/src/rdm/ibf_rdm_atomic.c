@@ -63,12 +63,12 @@ static ssize_t ibf_rdm_atomic_post(struct fid_ep *ep_fid,
 	ret = ibf_atomic_args_check(a, ep->tx_iov_limit, ep->eager_size, &count);
 	if (unlikely(ret))
 		return ret;
-	if (unlikely(!(ep->info->caps & FI_ATOMIC))) {
+	if (unlikely(!(ep->base.info->caps & FI_ATOMIC))) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an atomic on an "
 			       "endpoint opened without FI_ATOMIC\n");
 		return -FI_EOPNOTSUPP;
 	}
-	if (unlikely(!ep->enabled))
+	if (unlikely(!ep->base.enabled))
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
 	op = ibf_rdm_tx_begin(ep, dest, context, FI_ATOMIC |
@@ -117,18 +117,18 @@ void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		req->status = -FI_EOPNOTSUPP;
 		answer = sizeof(*req);
 	} else {
-		answer = ibf_atomic_serve(ep->domain, req,
+		answer = ibf_atomic_serve(ep->base.domain, req,
 					  byte_len - IBF_RDM_HDR, ep->eager_size);
 	}
 	if (!req->status) {
 		ep->stats.atomics_applied++;
 		if (ep->rma_event)
-			ibf_mr_remote_event(ep->domain, req->key, req->addr,
+			ibf_mr_remote_event(ep->base.domain, req->key, req->addr,
 					    (uint64_t)req->count *
 					    ibf_atomic_size((enum fi_datatype)req->datatype),
 					    req->op == FI_ATOMIC_READ);
-		if (ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE] && req->op != FI_ATOMIC_READ)
-			ibf_cntr_count(ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE], 0);
+		if (ep->base.cntr[IBF_CNTR_REMOTE_WRITE] && req->op != FI_ATOMIC_READ)
+			ibf_cntr_count(ep->base.cntr[IBF_CNTR_REMOTE_WRITE], 0);
 	}
 	hdr->type = IBF_RDM_ATOMIC_RESP;
 	b->wire_len = IBF_RDM_HDR + (uint32_t)answer;
@@ -176,7 +176,7 @@ void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 
 static uint64_t ibf_rdm_atomic_op_flags(struct fid_ep *ep_fid)
 {
-	return to_ibf_rdm_ep(ep_fid)->tx_op_flags;
+	return to_ibf_rdm_ep(ep_fid)->base.tx_op_flags;
 }
 
 static size_t ibf_rdm_atomic_eager(struct fid_ep *ep_fid)

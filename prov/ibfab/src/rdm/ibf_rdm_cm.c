@@ -271,7 +271,7 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 		return;
 	}
 	ibf_rdm_cm_data(ep, conn, &d);
-	ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
+	ibf_cm_param_init(&ep->base.domain->dev_attr, &cp, &d, sizeof(d));
 	/* Just accepted counts as just used: not the first one the
 	 * connection cap closes. */
 	__atomic_store_n(&conn->last_use, __atomic_load_n(&ep->use_tick,
@@ -514,7 +514,7 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 			break;
 		}
 		ibf_rdm_cm_data(ep, conn, &d);
-		ibf_cm_param_init(&ep->domain->dev_attr, &cp, &d, sizeof(d));
+		ibf_cm_param_init(&ep->base.domain->dev_attr, &cp, &d, sizeof(d));
 		if (rdma_connect(id, &cp))
 			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
 		break;
@@ -700,7 +700,7 @@ int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
 			 strerror(errno));
 		return ret;
 	}
-	if (ep->listen_id->verbs != ep->domain->verbs) {
+	if (ep->listen_id->verbs != ep->base.domain->verbs) {
 		IBF_WARN(FI_LOG_EP_CTRL, "%s is not on the domain's device\n",
 			 ibf_addr_str((struct sockaddr *)&src, buf, sizeof(buf)));
 		return -FI_EINVAL;
@@ -708,7 +708,7 @@ int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	if (rdma_listen(ep->listen_id, 1024))
 		return ibf_errno_to_fi(errno);
 	ep->max_read = 1u << 30;
-	if (!ibv_query_port(ep->domain->verbs, ep->listen_id->port_num, &port) &&
+	if (!ibv_query_port(ep->base.domain->verbs, ep->listen_id->port_num, &port) &&
 	    port.max_msg_sz)
 		ep->max_read = IBF_MIN(port.max_msg_sz, 1u << 30);
 	ep->namelen = ibf_addr_len(rdma_get_local_addr(ep->listen_id));

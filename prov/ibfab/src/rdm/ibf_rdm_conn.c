@@ -528,10 +528,11 @@ struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep *ep,
 void ibf_rdm_set_pending(struct ibf_rdm_ep *ep)
 {
 	__atomic_store_n(&ep->cm_pending, 1, __ATOMIC_SEQ_CST);
-	if (ep->tx_cq && ep->tx_cq->channel)
-		ibf_waitfd_raise(&ep->tx_cq->wait);
-	if (ep->rx_cq && ep->rx_cq != ep->tx_cq && ep->rx_cq->channel)
-		ibf_waitfd_raise(&ep->rx_cq->wait);
+	if (ep->base.tx_cq && ep->base.tx_cq->channel)
+		ibf_waitfd_raise(&ep->base.tx_cq->wait);
+	if (ep->base.rx_cq && ep->base.rx_cq != ep->base.tx_cq &&
+	    ep->base.rx_cq->channel)
+		ibf_waitfd_raise(&ep->base.rx_cq->wait);
 }
 
 static void ibf_rdm_fail_op(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
@@ -650,7 +651,7 @@ static void ibf_rdm_hdr_address(const struct ibf_rdm_conn *conn,
 				struct ibf_rdm_hdr *hdr)
 {
 	hdr->conn = conn->remote;
-	hdr->key_gen = (uint16_t)__atomic_load_n(&conn->ep->domain->key_gen,
+	hdr->key_gen = (uint16_t)__atomic_load_n(&conn->ep->base.domain->key_gen,
 						 __ATOMIC_ACQUIRE);
 }
 
@@ -1051,10 +1052,10 @@ int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id)
 	attr.cap.max_send_wr = ep->sq_depth + 1;	/* and its drain */
 	attr.cap.max_send_sge = IBF_RDM_IOV;
 	attr.cap.max_inline_data = ep->max_inline;
-	if (rdma_create_qp(id, ep->domain->pd, &attr)) {
+	if (rdma_create_qp(id, ep->base.domain->pd, &attr)) {
 		/* Fewer inline bytes may do; learn the device's limit once. */
 		attr.cap.max_inline_data = 0;
-		if (!ep->max_inline || rdma_create_qp(id, ep->domain->pd, &attr)) {
+		if (!ep->max_inline || rdma_create_qp(id, ep->base.domain->pd, &attr)) {
 			IBF_WARN(FI_LOG_EP_CTRL, "rdma_create_qp(send %u): %s\n",
 				 ep->sq_depth, strerror(errno));
 			return ibf_errno_to_fi(errno);

@@ -49,44 +49,15 @@ static void ibf_rdm_av_detach(struct ibf_rdm_ep *ep)
 
 /* ---- fi_ops ---- */
 
-static int ibf_rdm_bind_cq(struct ibf_rdm_ep *ep, struct ibf_cq *cq,
-			   uint64_t flags)
+/* fi_ep_bind of what only an RDM endpoint takes (CQs and counters go
+ * through ibf_ep_base_bind): its AV, and an EQ, which it accepts and
+ * reports nothing to (connections are ibfab's business). */
+static int ibf_rdm_bind_own(struct ibf_ep_base *b, struct fid *bfid,
+			    uint64_t flags)
 {
-	return ibf_cq_bind(cq, ep->domain, flags, &ep->tx_cq, &ep->rx_cq,
-			   &ep->tx_selective, &ep->rx_selective);
-}
+	struct ibf_rdm_ep *ep = container_of(b, struct ibf_rdm_ep, base);
 
-/* fi_ep_bind of a counter: what it counts, from flags. */
-static int ibf_rdm_bind_cntr(struct ibf_rdm_ep *ep, struct ibf_cntr *c,
-			     uint64_t flags)
-{
-	static const uint64_t kind_flag[IBF_RDM_CNTRS] = {
-		[IBF_RDM_CNTR_SEND] = FI_SEND,
-		[IBF_RDM_CNTR_RECV] = FI_RECV,
-		[IBF_RDM_CNTR_READ] = FI_READ,
-		[IBF_RDM_CNTR_WRITE] = FI_WRITE,
-		[IBF_RDM_CNTR_REMOTE_READ] = FI_REMOTE_READ,
-		[IBF_RDM_CNTR_REMOTE_WRITE] = FI_REMOTE_WRITE,
-	};
-
-	return ibf_cntr_bind_kinds(ep->cntr, kind_flag, IBF_RDM_CNTRS, c,
-				   ep->domain, flags);
-}
-
-static int ibf_rdm_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
-{
-	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
-
-	if (!bfid)
-		return -FI_EINVAL;
-	if (ep->enabled) {
-		IBF_WARN(FI_LOG_EP_CTRL, "bind before fi_enable\n");
-		return -FI_EOPBADSTATE;
-	}
 	switch (bfid->fclass) {
-	case FI_CLASS_CQ:
-		return ibf_rdm_bind_cq(ep, container_of(bfid, struct ibf_cq,
-							cq_fid.fid), flags);
 	case FI_CLASS_AV:
 		if (ep->av) {
 			IBF_WARN(FI_LOG_EP_CTRL, "an AV is already bound\n");
@@ -97,26 +68,20 @@ static int ibf_rdm_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		ibf_rdm_av_attach(ep);
 		return 0;
 	case FI_CLASS_EQ:
-		/* Connections are ibfab's business: nothing is reported. */
 		return 0;
-	case FI_CLASS_CNTR:
-		return ibf_rdm_bind_cntr(ep, container_of(bfid, struct ibf_cntr,
-							  cntr_fid.fid), flags);
 	default:
-		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind class %zu to an RDM "
-			 "endpoint\n", bfid->fclass);
-		return -FI_EINVAL;
+		return -FI_ENOSYS;
 	}
 }
 
 static struct ibf_cq *ibf_rdm_send_cq(struct ibf_rdm_ep *ep)
 {
-	return ep->tx_cq ? ep->tx_cq : ep->rx_cq;
+	return ep->base.tx_cq ? ep->base.tx_cq : ep->base.rx_cq;
 }
 
 static struct ibf_cq *ibf_rdm_recv_cq(struct ibf_rdm_ep *ep)
 {
-	return ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+	return ep->base.rx_cq ? ep->base.rx_cq : ep->base.tx_cq;
 }
 
 static int ibf_rdm_channel_fd(const struct ibf_rdm_ep *ep)
@@ -183,8 +148,8 @@ static int ibf_rdm_cntr_waits(const struct ibf_rdm_ep *ep)
 {
 	int k;
 
-	for (k = 0; k < IBF_RDM_CNTRS; k++)
-		if (ep->cntr[k] && ep->cntr[k]->waitable)
+	for (k = 0; k < IBF_CNTR_KINDS; k++)
+		if (ep->base.cntr[k] && ep->base.cntr[k]->waitable)
 			return 1;
 	return 0;
 }
@@ -194,10 +159,10 @@ static int ibf_rdm_attach_cntrs(struct ibf_rdm_ep *ep)
 {
 	int k, ret;
 
-	for (k = 0; k < IBF_RDM_CNTRS; k++) {
-		if (!ep->cntr[k])
+	for (k = 0; k < IBF_CNTR_KINDS; k++) {
+		if (!ep->base.cntr[k])
 			continue;
-		ret = ibf_cntr_add_ep(ep->cntr[k], &ep->hook,
+		ret = ibf_cntr_add_ep(ep->base.cntr[k], &ep->hook,
 				      (const int[2]){ ibf_rdm_channel_fd(ep), -1 });
 		if (ret)
 			return ret;
@@ -209,13 +174,9 @@ static void ibf_rdm_detach_cntrs(struct ibf_rdm_ep *ep)
 {
 	int k;
 
-	for (k = 0; k < IBF_RDM_CNTRS; k++) {
-		if (!ep->cntr[k])
-			continue;
-		ibf_cntr_del_ep(ep->cntr[k], &ep->hook);
-		ibf_ref_put(&ep->cntr[k]->ref);
-		ep->cntr[k] = NULL;
-	}
+	for (k = 0; k < IBF_CNTR_KINDS; k++)
+		if (ep->base.cntr[k])
+			ibf_cntr_del_ep(ep->base.cntr[k], &ep->hook);
 }
 
 /*
@@ -227,17 +188,17 @@ static int ibf_rdm_hcq_open(struct ibf_rdm_ep *ep)
 	/* Room for every op's completion, and the drains of dead QPs. */
 	int size = (int)(ibf_rdm_sq_need(ep) + ep->nbounce) + IBF_RDM_DRAINS;
 
-	if (ep->auto_progress || (ep->tx_cq && ep->tx_cq->channel) ||
-	    (ep->rx_cq && ep->rx_cq->channel) || ibf_rdm_cntr_waits(ep) ||
+	if (ep->auto_progress || (ep->base.tx_cq && ep->base.tx_cq->channel) ||
+	    (ep->base.rx_cq && ep->base.rx_cq->channel) || ibf_rdm_cntr_waits(ep) ||
 	    ep->rma_event) {	/* a region's counter may sleep on us */
-		ep->channel_cq = ibv_create_comp_channel(ep->domain->verbs);
+		ep->channel_cq = ibv_create_comp_channel(ep->base.domain->verbs);
 		if (!ep->channel_cq)
 			return ibf_errno_to_fi(errno);
 		/* Events are taken until there are none: never block on it. */
 		if (ibf_fd_set_nonblock(ep->channel_cq->fd))
 			return -FI_EOTHER;
 	}
-	ep->hcq = ibv_create_cq(ep->domain->verbs, size, ep, ep->channel_cq, 0);
+	ep->hcq = ibv_create_cq(ep->base.domain->verbs, size, ep, ep->channel_cq, 0);
 	ep->hcq_need = size;
 	if (!ep->hcq) {
 		IBF_WARN(FI_LOG_EP_CTRL, "ibv_create_cq(%d): %s\n", size,
@@ -264,14 +225,14 @@ static void ibf_rdm_hcq_close(struct ibf_rdm_ep *ep)
 
 static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 {
-	struct ibf_domain *dom = ep->domain;
+	struct ibf_domain *dom = ep->base.domain;
 	struct ibv_srq_init_attr srq_attr = { 0 };
 	enum fi_threading threading = dom->info->domain_attr->threading;
 	int ret;
 
-	if (ep->enabled)
+	if (ep->base.enabled)
 		return 0;
-	if (!ep->av || (!ep->tx_cq && !ep->rx_cq)) {
+	if (!ep->av || (!ep->base.tx_cq && !ep->base.rx_cq)) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind an AV and CQs to the "
 			 "RDM endpoint first\n");
 		return -FI_ENOAV;
@@ -282,7 +243,7 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	 */
 	ep->auto_progress = dom->info->domain_attr->data_progress == FI_PROGRESS_AUTO;
 	if (ep->auto_progress || (threading != FI_THREAD_DOMAIN &&
-	    ep->tx_cq && ep->rx_cq && ep->tx_cq != ep->rx_cq))
+	    ep->base.tx_cq && ep->base.rx_cq && ep->base.tx_cq != ep->base.rx_cq))
 		ep->lock.enabled = 1;
 	srq_attr.attr.max_wr = ep->nbounce;
 	srq_attr.attr.max_sge = 1;
@@ -317,26 +278,33 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	ret = ibf_rdm_cm_start(ep);
 	if (ret)
 		return ret;
-	ep->enabled = 1;
+	ep->base.enabled = 1;
 	return 0;
 }
 
-static int ibf_rdm_control(struct fid *fid, int command, void *arg)
+static int ibf_rdm_enable_own(struct ibf_ep_base *b)
 {
-	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
-	uint64_t *flags = arg;
-
-	switch (command) {
-	case FI_ENABLE:
-		return ibf_rdm_enable(ep);
-	case FI_GETOPSFLAG:
-	case FI_SETOPSFLAG:
-		return ibf_ep_opsflag(command, flags, &ep->tx_op_flags,
-				      &ep->rx_op_flags);
-	default:
-		return -FI_ENOSYS;
-	}
+	return ibf_rdm_enable(container_of(b, struct ibf_rdm_ep, base));
 }
+
+/* What its counters count, from fi_ep_bind's flags. */
+static const uint64_t ibf_rdm_cntr_flag[] = {
+	[IBF_CNTR_SEND] = FI_SEND,
+	[IBF_CNTR_RECV] = FI_RECV,
+	[IBF_CNTR_READ] = FI_READ,
+	[IBF_CNTR_WRITE] = FI_WRITE,
+	[IBF_CNTR_REMOTE_READ] = FI_REMOTE_READ,
+	[IBF_CNTR_REMOTE_WRITE] = FI_REMOTE_WRITE,
+};
+
+static const struct ibf_ep_base_ops ibf_rdm_base_ops = {
+	.name = "FI_EP_RDM",
+	.binds = "CQs, counters, an AV, an EQ",
+	.cntr_flag = ibf_rdm_cntr_flag,
+	.ncntr = sizeof(ibf_rdm_cntr_flag) / sizeof(ibf_rdm_cntr_flag[0]),
+	.bind = ibf_rdm_bind_own,
+	.enable = ibf_rdm_enable_own,
+};
 
 /*
  * Closing: the QPs are in the error state, so every send-side request
@@ -399,7 +367,7 @@ static void ibf_rdm_mq_fini(struct ibf_rdm_ep *ep)
 
 static int ibf_rdm_close(struct fid *fid)
 {
-	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, base.ep_fid.fid);
 
 	if (ep->stats.writes || ep->stats.reads || ep->stats.atomics ||
 	    ep->stats.atomics_applied)
@@ -418,7 +386,7 @@ static int ibf_rdm_close(struct fid *fid)
 	 */
 	ibf_rdm_unhook_cqs(ep);
 	if (ep->event_added)
-		ibf_domain_event_ep_del(ep->domain, &ep->hook);
+		ibf_domain_event_ep_del(ep->base.domain, &ep->hook);
 	ibf_rdm_detach_cntrs(ep);
 	if (ep->soft_reserved)
 		ibf_rdm_drain(ep);
@@ -429,10 +397,7 @@ static int ibf_rdm_close(struct fid *fid)
 		ibv_destroy_srq(ep->srq);
 	ibf_rdm_mq_fini(ep);
 	ibf_rdm_ops_fini(ep);
-	if (ep->tx_cq)
-		ibf_ref_put(&ep->tx_cq->ref);
-	if (ep->rx_cq)
-		ibf_ref_put(&ep->rx_cq->ref);
+	ibf_ep_base_unbind(&ep->base);
 	if (ep->av) {
 		ibf_rdm_av_detach(ep);
 		ibf_ref_put(&ep->av->ref);
@@ -440,8 +405,8 @@ static int ibf_rdm_close(struct fid *fid)
 	free(ep->peers);
 	pthread_mutex_destroy(&ep->cm_lock);
 	ibf_lock_fini(&ep->lock);
-	ibf_ref_put(&ep->domain->ref);
-	fi_freeinfo(ep->info);
+	ibf_ref_put(&ep->base.domain->ref);
+	fi_freeinfo(ep->base.info);
 	free(ep);
 	return 0;
 }
@@ -449,8 +414,8 @@ static int ibf_rdm_close(struct fid *fid)
 static struct fi_ops ibf_rdm_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = ibf_rdm_close,
-	.bind = ibf_rdm_bind,
-	.control = ibf_rdm_control,
+	.bind = ibf_ep_base_bind,
+	.control = ibf_ep_base_control,
 	.ops_open = ibf_no_ops_open,
 	.tostr = ibf_no_tostr,
 	.ops_set = ibf_no_ops_set,
@@ -458,7 +423,7 @@ static struct fi_ops ibf_rdm_fi_ops = {
 
 static int ibf_rdm_getname(fid_t fid, void *addr, size_t *addrlen)
 {
-	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, base.ep_fid.fid);
 	size_t room;
 
 	if (!addrlen)
@@ -494,13 +459,13 @@ static struct fi_ops_cm ibf_rdm_cm_ops = {
 static ssize_t ibf_rdm_ep_cancel(fid_t fid, void *context)
 {
 	return ibf_rdm_recv_cancel(container_of(fid, struct ibf_rdm_ep,
-						ep_fid.fid), context);
+						base.ep_fid.fid), context);
 }
 
 static int ibf_rdm_getopt(fid_t fid, int level, int optname, void *optval,
 			  size_t *optlen)
 {
-	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, base.ep_fid.fid);
 
 	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
@@ -512,7 +477,7 @@ static int ibf_rdm_getopt(fid_t fid, int level, int optname, void *optval,
 static int ibf_rdm_setopt(fid_t fid, int level, int optname,
 			  const void *optval, size_t optlen)
 {
-	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, ep_fid.fid);
+	struct ibf_rdm_ep *ep = container_of(fid, struct ibf_rdm_ep, base.ep_fid.fid);
 
 	if (level != FI_OPT_ENDPOINT || optname != FI_OPT_MIN_MULTI_RECV)
 		return -FI_ENOPROTOOPT;
@@ -560,7 +525,7 @@ static void ibf_rdm_clamp(struct ibf_rdm_ep *ep, const struct ibv_device_attr *d
 /* Queue and buffer sizes from the fi_info, clamped to the device. */
 static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 {
-	const struct ibv_device_attr *da = &ep->domain->dev_attr;
+	const struct ibv_device_attr *da = &ep->base.domain->dev_attr;
 	size_t tx = info->tx_attr && info->tx_attr->size ? info->tx_attr->size :
 		    ibf_params.tx_size;
 	size_t rx = info->rx_attr && info->rx_attr->size ? info->rx_attr->size :
@@ -590,9 +555,9 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
 	ep->rma_event = !!(info->caps & FI_RMA_EVENT);
 	ep->atomic_target = !!(info->caps & FI_ATOMIC);
-	ep->tx_op_flags = info->tx_attr ?
+	ep->base.tx_op_flags = info->tx_attr ?
 			  info->tx_attr->op_flags & ~IBF_RDM_NO_COMP : 0;
-	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->base.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ibf_rdm_clamp(ep, da);
 	/*
 	 * Every send is signalled, so a QP's send queue need hold only what
@@ -633,7 +598,8 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
-	ep->domain = dom;
+	ep->base.domain = dom;
+	ep->base.ops = &ibf_rdm_base_ops;
 	ep->hook = (struct ibf_progress){ ibf_rdm_progress, ibf_rdm_trywait };
 	ep->up = &ibf_rdm_proto_upcalls;
 	ep->stop_fd = -1;
@@ -641,8 +607,8 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ibf_lock_init(&ep->lock, ibf_rdm_lock_needed(dom->info->domain_attr->threading,
 						     !!(info->caps & FI_RMA_EVENT)));
 	pthread_mutex_init(&ep->cm_lock, NULL);
-	ep->info = fi_dupinfo(info);
-	if (!ep->info) {
+	ep->base.info = fi_dupinfo(info);
+	if (!ep->base.info) {
 		ret = -FI_ENOMEM;
 		goto err;
 	}
@@ -654,26 +620,26 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		ret = -FI_ENOMEM;
 		goto err;
 	}
-	ep->ep_fid.fid.fclass = FI_CLASS_EP;
-	ep->ep_fid.fid.context = context;
-	ep->ep_fid.fid.ops = &ibf_rdm_fi_ops;
-	ep->ep_fid.ops = &ibf_rdm_ep_ops;
-	ep->ep_fid.cm = &ibf_rdm_cm_ops;
-	ep->ep_fid.msg = &ibf_rdm_msg_ops;
-	ep->ep_fid.tagged = &ibf_rdm_tagged_ops;
-	ep->ep_fid.rma = &ibf_rdm_rma_ops;
-	ep->ep_fid.atomic = &ibf_rdm_atomic_ops;
+	ep->base.ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->base.ep_fid.fid.context = context;
+	ep->base.ep_fid.fid.ops = &ibf_rdm_fi_ops;
+	ep->base.ep_fid.ops = &ibf_rdm_ep_ops;
+	ep->base.ep_fid.cm = &ibf_rdm_cm_ops;
+	ep->base.ep_fid.msg = &ibf_rdm_msg_ops;
+	ep->base.ep_fid.tagged = &ibf_rdm_tagged_ops;
+	ep->base.ep_fid.rma = &ibf_rdm_rma_ops;
+	ep->base.ep_fid.atomic = &ibf_rdm_atomic_ops;
 	ibf_ref_get(&dom->ref);
 	ret = ibf_rdm_cm_listen(ep, info);
 	if (ret) {
-		ibf_rdm_close(&ep->ep_fid.fid);
+		ibf_rdm_close(&ep->base.ep_fid.fid);
 		return ret;
 	}
-	*ep_fid = &ep->ep_fid;
+	*ep_fid = &ep->base.ep_fid;
 	return 0;
 err:
 	ibf_rdm_mq_fini(ep);
-	fi_freeinfo(ep->info);
+	fi_freeinfo(ep->base.info);
 	pthread_mutex_destroy(&ep->cm_lock);
 	ibf_lock_fini(&ep->lock);
 	free(ep);

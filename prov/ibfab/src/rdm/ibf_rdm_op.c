@@ -61,7 +61,7 @@ int ibf_rdm_ops_init(struct ibf_rdm_ep *ep)
 	ep->ops = calloc(n, sizeof(*ep->ops));
 	if (!ep->ops || posix_memalign((void **)&ep->mem, 4096, bytes))
 		return -FI_ENOMEM;
-	ep->mem_mr = ibv_reg_mr(ep->domain->pd, ep->mem, bytes,
+	ep->mem_mr = ibv_reg_mr(ep->base.domain->pd, ep->mem, bytes,
 				IBV_ACCESS_LOCAL_WRITE);
 	if (!ep->mem_mr) {
 		IBF_WARN(FI_LOG_EP_CTRL, "registering %zu bytes of eager "
@@ -280,7 +280,7 @@ static int ibf_rdm_bounce_grow(struct ibf_rdm_ep *ep)
 	ep->hcq_need = cqe;
 	c = calloc(1, sizeof(*c) + n * sizeof(c->ops[0]));
 	if (!c || posix_memalign((void **)&c->mem, 4096, n * ep->slot) ||
-	    !(c->mr = ibv_reg_mr(ep->domain->pd, c->mem, n * ep->slot,
+	    !(c->mr = ibv_reg_mr(ep->base.domain->pd, c->mem, n * ep->slot,
 				 IBV_ACCESS_LOCAL_WRITE))) {
 		IBF_WARN(FI_LOG_EP_DATA, "%u more eager buffers: out of "
 			 "memory; senders wait for receives\n", n);
@@ -340,13 +340,13 @@ void ibf_rdm_unregister_any(struct ibf_rdm_op *op)
 	while (op->nmr)
 		ibv_dereg_mr(op->mr[--op->nmr]);
 	while (op->nmrc)
-		ibf_mr_cache_put(op->ep->domain->mr_cache, op->mrc[--op->nmrc]);
+		ibf_mr_cache_put(op->ep->base.domain->mr_cache, op->mrc[--op->nmrc]);
 }
 
 int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		      void *addr, size_t len, int access, uint32_t *lkey)
 {
-	struct ibf_mr_cache *cache = ibf_domain_mr_cache(ep->domain);
+	struct ibf_mr_cache *cache = ibf_domain_mr_cache(ep->base.domain);
 	struct ibf_mr_cache_entry *e;
 	struct ibv_mr *mr;
 	int uncacheable = 1;
@@ -360,7 +360,7 @@ int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		}
 	}
 	if (uncacheable) {
-		mr = ibv_reg_mr(ep->domain->pd, addr, len, access);
+		mr = ibv_reg_mr(ep->base.domain->pd, addr, len, access);
 		if (mr) {
 			op->mr[op->nmr++] = mr;
 			*lkey = mr->lkey;
@@ -377,8 +377,8 @@ static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)
 	struct ibf_rdm_ep *ep = op->ep;
 
 	if (ibf_rdm_is_tx(op))
-		return ep->tx_cq ? ep->tx_cq : ep->rx_cq;
-	return ep->rx_cq ? ep->rx_cq : ep->tx_cq;
+		return ep->base.tx_cq ? ep->base.tx_cq : ep->base.rx_cq;
+	return ep->base.rx_cq ? ep->base.rx_cq : ep->base.tx_cq;
 }
 
 /* The counter op's completion adds to, if one is bound. */
@@ -388,13 +388,13 @@ static struct ibf_cntr *ibf_rdm_op_cntr(struct ibf_rdm_op *op)
 	uint64_t f = op->op.flags;
 
 	if (unlikely(f & (FI_RMA | FI_ATOMIC)))
-		return ep->cntr[(f & FI_REMOTE_WRITE) ? IBF_RDM_CNTR_REMOTE_WRITE :
-				(f & FI_REMOTE_READ) ? IBF_RDM_CNTR_REMOTE_READ :
-				(f & FI_READ) ? IBF_RDM_CNTR_READ :
-				IBF_RDM_CNTR_WRITE];
+		return ep->base.cntr[(f & FI_REMOTE_WRITE) ? IBF_CNTR_REMOTE_WRITE :
+				(f & FI_REMOTE_READ) ? IBF_CNTR_REMOTE_READ :
+				(f & FI_READ) ? IBF_CNTR_READ :
+				IBF_CNTR_WRITE];
 	if (ibf_rdm_is_tx(op))
-		return ep->cntr[IBF_RDM_CNTR_SEND];
-	return op->uncounted ? NULL : ep->cntr[IBF_RDM_CNTR_RECV];
+		return ep->base.cntr[IBF_CNTR_SEND];
+	return op->uncounted ? NULL : ep->base.cntr[IBF_CNTR_RECV];
 }
 
 /* err: 0 or -FI_E*; the CQ reports it positive, as fi_cq_readerr does. */

@@ -39,7 +39,7 @@ struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep, fi_addr_t dest,
 	op->op.data = 0;
 	op->op.tag = 0;
 	op->op.user_comp = !(flags & IBF_RDM_NO_COMP) &&
-			   (!ep->tx_selective || (flags & FI_COMPLETION));
+			   (!ep->base.tx_selective || (flags & FI_COMPLETION));
 	return op;
 }
 
@@ -94,7 +94,7 @@ struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 	r->op.olen = 0;
 	r->op.data = 0;
 	r->op.src = FI_ADDR_NOTAVAIL;
-	r->op.user_comp = !ep->rx_selective || (flags & FI_COMPLETION);
+	r->op.user_comp = !ep->base.rx_selective || (flags & FI_COMPLETION);
 	r->multi = !!(flags & FI_MULTI_RECV);
 	r->mr_off = 0;
 	r->nmr = 0;
@@ -334,7 +334,7 @@ static void ibf_rdm_on_type(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			ibf_rdm_drop(ep, b, "a read notice cut short");
 			return;
 		}
-		ibf_rdm_on_remote_event(ep, b, IBF_RDM_CNTR_REMOTE_READ);
+		ibf_rdm_on_remote_event(ep, b, IBF_CNTR_REMOTE_READ);
 		return;
 	case IBF_RDM_ATOMIC:
 		ibf_rdm_on_atomic(ep, b, wc->byte_len);

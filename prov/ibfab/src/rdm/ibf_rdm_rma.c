@@ -284,7 +284,7 @@ static int ibf_rdm_key_own(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
 	struct ibf_mr_key_info ki;
 	struct ibf_rdm_key_map m = { 0 };
 
-	if (ibf_mr_key_lookup(ep->domain, op->rma_app_key, &ki, 0)) {
+	if (ibf_mr_key_lookup(ep->base.domain, op->rma_app_key, &ki, 0)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an RMA to this "
 			       "endpoint itself names key %#llx, which no "
 			       "region of its domain has\n",
@@ -382,12 +382,12 @@ void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	}
 	r.key = q->key;
 	r.cookie = q->cookie;
-	r.status = ep->domain->req_keys ?
-		   ibf_mr_key_lookup(ep->domain, q->key, &ki, 1) : -FI_ENOKEY;
+	r.status = ep->base.domain->req_keys ?
+		   ibf_mr_key_lookup(ep->base.domain, q->key, &ki, 1) : -FI_ENOKEY;
 	if (r.status)
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a peer named key "
 			       "%#llx: no region of ours has it%s\n",
-			       (unsigned long long)q->key, ep->domain->req_keys ?
+			       (unsigned long long)q->key, ep->base.domain->req_keys ?
 			       "" : " (this domain's keys are the device's)");
 	r.base = ki.base;
 	r.len = ki.len;
@@ -464,12 +464,12 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 			       "inject_size is %zu\n", len, ep->inject_size);
 		return -FI_EINVAL;
 	}
-	if (unlikely(!(ep->info->caps & FI_RMA))) {
+	if (unlikely(!(ep->base.info->caps & FI_RMA))) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "RMA on an endpoint "
 			       "opened without FI_RMA\n");
 		return -FI_EOPNOTSUPP;
 	}
-	if (unlikely(!ep->enabled))
+	if (unlikely(!ep->base.enabled))
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
 	op = ibf_rdm_tx_begin(ep, dest, context, FI_RMA |
@@ -479,7 +479,7 @@ static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 		goto out;
 	ret = ibf_rdm_rma_build(ep, op, kind, iov, desc, count, len, rma->addr,
 				rma->key, data);
-	if (unlikely(ep->domain->req_keys) && likely(!ret))
+	if (unlikely(ep->base.domain->req_keys) && likely(!ret))
 		ret = ibf_rdm_rma_keyed(ep, op);
 	if (likely(!ret))
 		ret = ibf_rdm_conn_send(op->conn, op);
@@ -569,7 +569,7 @@ static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	const struct ibf_rdm_rma_note *note = (const void *)(b->mem + IBF_RDM_HDR);
 
 	if (ep->rma_event)
-		ibf_mr_remote_event(ep->domain, (uint32_t)hdr->tag, note->addr,
+		ibf_mr_remote_event(ep->base.domain, (uint32_t)hdr->tag, note->addr,
 				    b->op.len, 0);
 	r->op.context = NULL;
 	r->op.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
@@ -624,14 +624,14 @@ static int ibf_rdm_wdata_bound(struct ibf_rdm_op *b, const struct ibv_wc *wc)
 		/* In parts: those before the last left no trace here, so the
 		 * length is the peer's word, taken only within what its key
 		 * lets it write. */
-		struct ibf_mr *mr = ibf_mr_target_hold(b->ep->domain,
+		struct ibf_mr *mr = ibf_mr_target_hold(b->ep->base.domain,
 						       (uint32_t)hdr->tag,
 						       note->addr, note->len,
 						       IBV_ACCESS_REMOTE_WRITE);
 
 		ok = mr != NULL;
 		if (mr)
-			ibf_mr_target_release(b->ep->domain);
+			ibf_mr_target_release(b->ep->base.domain);
 	}
 	b->op.len = ok ? note->len : 0;
 	return ok;
@@ -654,12 +654,12 @@ void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	}
 	if (!(hdr->flags & IBF_RDM_F_DATA)) {
 		/* FI_RMA_EVENT alone: a remote write to count. */
-		ibf_rdm_on_remote_event(ep, b, IBF_RDM_CNTR_REMOTE_WRITE);
+		ibf_rdm_on_remote_event(ep, b, IBF_CNTR_REMOTE_WRITE);
 		return;
 	}
-	if (!ep->rx_cq) {
-		if (ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE])
-			ibf_cntr_count(ep->cntr[IBF_RDM_CNTR_REMOTE_WRITE], 0);
+	if (!ep->base.rx_cq) {
+		if (ep->base.cntr[IBF_CNTR_REMOTE_WRITE])
+			ibf_cntr_count(ep->base.cntr[IBF_CNTR_REMOTE_WRITE], 0);
 		ibf_rdm_bounce_release(ep, b);
 		return;
 	}
@@ -677,14 +677,14 @@ void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	const struct ibf_rdm_rma_note *note = (const void *)(b->mem + IBF_RDM_HDR);
-	int read = kind == IBF_RDM_CNTR_REMOTE_READ;
+	int read = kind == IBF_CNTR_REMOTE_READ;
 
-	if (ep->cntr[kind])
-		ibf_cntr_count(ep->cntr[kind], 0);
+	if (ep->base.cntr[kind])
+		ibf_cntr_count(ep->base.cntr[kind], 0);
 	/* And the counter bound to the region, if the key grants what was
 	 * done over the whole range. */
 	if (ep->rma_event)
-		ibf_mr_remote_event(ep->domain, (uint32_t)hdr->tag, note->addr,
+		ibf_mr_remote_event(ep->base.domain, (uint32_t)hdr->tag, note->addr,
 				    read ? note->len : b->op.len, read);
 	ibf_rdm_bounce_release(ep, b);
 }
@@ -710,7 +710,7 @@ static ssize_t ibf_rdm_read(struct fid_ep *ep_fid, void *buf, size_t len,
 	struct fi_rma_iov rma = { addr, len, key };
 
 	return ibf_rdm_rma(ep, IBF_RDM_WR_READ, &iov, &desc, 1, src, &rma, 0,
-			   ep->tx_op_flags, context);
+			   ep->base.tx_op_flags, context);
 }
 
 static ssize_t ibf_rdm_readv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -721,7 +721,7 @@ static ssize_t ibf_rdm_readv(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct fi_rma_iov rma = { addr, ibf_rdm_iov_len(iov, count), key };
 
 	return ibf_rdm_rma(ep, IBF_RDM_WR_READ, iov, desc, count, src, &rma, 0,
-			   ep->tx_op_flags, context);
+			   ep->base.tx_op_flags, context);
 }
 
 /* One remote segment (rma_iov_limit 1). */
@@ -755,7 +755,7 @@ static ssize_t ibf_rdm_write(struct fid_ep *ep_fid, const void *buf,
 	struct fi_rma_iov rma = { addr, len, key };
 
 	return ibf_rdm_rma(ep, IBF_RDM_WR_WRITE, &iov, &desc, 1, dest, &rma, 0,
-			   ep->tx_op_flags, context);
+			   ep->base.tx_op_flags, context);
 }
 
 static ssize_t ibf_rdm_writev(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -766,7 +766,7 @@ static ssize_t ibf_rdm_writev(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct fi_rma_iov rma = { addr, ibf_rdm_iov_len(iov, count), key };
 
 	return ibf_rdm_rma(ep, IBF_RDM_WR_WRITE, iov, desc, count, dest, &rma,
-			   0, ep->tx_op_flags, context);
+			   0, ep->base.tx_op_flags, context);
 }
 
 static ssize_t ibf_rdm_writemsg(struct fid_ep *ep_fid,
@@ -804,7 +804,7 @@ static ssize_t ibf_rdm_writedata(struct fid_ep *ep_fid, const void *buf,
 	struct fi_rma_iov rma = { addr, len, key };
 
 	return ibf_rdm_rma(ep, IBF_RDM_WR_WRITE_DATA, &iov, &desc, 1, dest,
-			   &rma, data, ep->tx_op_flags, context);
+			   &rma, data, ep->base.tx_op_flags, context);
 }
 
 static ssize_t ibf_rdm_inject_writedata(struct fid_ep *ep_fid, const void *buf,

@@ -37,7 +37,7 @@ int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	for (i = 0; i < count; i++) {
 		if (!iov[i].iov_len)
 			continue;
-		mr = ibv_reg_mr(ep->domain->pd, iov[i].iov_base, iov[i].iov_len,
+		mr = ibv_reg_mr(ep->base.domain->pd, iov[i].iov_base, iov[i].iov_len,
 				IBV_ACCESS_REMOTE_READ);
 		if (!mr) {
 			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "registering "

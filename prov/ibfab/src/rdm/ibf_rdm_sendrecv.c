@@ -33,7 +33,7 @@ static ssize_t ibf_rdm_send(struct ibf_rdm_ep *ep, const struct iovec *iov,
 			       "inject_size is %zu\n", len, ep->inject_size);
 		return -FI_EINVAL;
 	}
-	if (unlikely(!ep->enabled))
+	if (unlikely(!ep->base.enabled))
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
 	op = ibf_rdm_tx_begin(ep, dest, context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG),
@@ -67,7 +67,7 @@ static int ibf_rdm_want(struct ibf_rdm_ep *ep, fi_addr_t src, uint64_t *want)
 	int ret;
 
 	*want = 0;
-	if (!(ep->info->caps & FI_DIRECTED_RECV) || src == FI_ADDR_UNSPEC ||
+	if (!(ep->base.info->caps & FI_DIRECTED_RECV) || src == FI_ADDR_UNSPEC ||
 	    src == FI_ADDR_NOTAVAIL)
 		return 0;
 	conn = likely(src < ep->npeers) ? ep->peers[src] : NULL;
@@ -97,7 +97,7 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 			       "one buffer\n");
 		return -FI_EINVAL;
 	}
-	if (unlikely(!ep->enabled))
+	if (unlikely(!ep->base.enabled))
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
 	ret = ibf_rdm_want(ep, src, &want);
@@ -213,7 +213,7 @@ static ssize_t ibf_rdm_m_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
 	struct iovec iov = { buf, len };
 
-	return ibf_rdm_recv(ep, &iov, &desc, 1, src, 0, 0, ep->rx_op_flags,
+	return ibf_rdm_recv(ep, &iov, &desc, 1, src, 0, 0, ep->base.rx_op_flags,
 			    context, 0);
 }
 
@@ -223,7 +223,7 @@ static ssize_t ibf_rdm_m_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
 {
 	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
 
-	return ibf_rdm_recv(ep, iov, desc, count, src, 0, 0, ep->rx_op_flags,
+	return ibf_rdm_recv(ep, iov, desc, count, src, 0, 0, ep->base.rx_op_flags,
 			    context, 0);
 }
 
@@ -241,7 +241,7 @@ static ssize_t ibf_rdm_m_send(struct fid_ep *ep_fid, const void *buf, size_t len
 	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
 	struct iovec iov = { (void *)buf, len };
 
-	return ibf_rdm_send(ep, &iov, 1, dest, 0, 0, ep->tx_op_flags, context, 0);
+	return ibf_rdm_send(ep, &iov, 1, dest, 0, 0, ep->base.tx_op_flags, context, 0);
 }
 
 static ssize_t ibf_rdm_m_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -250,7 +250,7 @@ static ssize_t ibf_rdm_m_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
 {
 	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
 
-	return ibf_rdm_send(ep, iov, count, dest, 0, 0, ep->tx_op_flags,
+	return ibf_rdm_send(ep, iov, count, dest, 0, 0, ep->base.tx_op_flags,
 			    context, 0);
 }
 
@@ -279,7 +279,7 @@ static ssize_t ibf_rdm_m_senddata(struct fid_ep *ep_fid, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_rdm_send(ep, &iov, 1, dest, 0, data,
-			    ep->tx_op_flags | FI_REMOTE_CQ_DATA, context, 0);
+			    ep->base.tx_op_flags | FI_REMOTE_CQ_DATA, context, 0);
 }
 
 static ssize_t ibf_rdm_m_injectdata(struct fid_ep *ep_fid, const void *buf,
@@ -314,7 +314,7 @@ static ssize_t ibf_rdm_t_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 	struct iovec iov = { buf, len };
 
 	return ibf_rdm_recv(ep, &iov, &desc, 1, src, tag, ignore,
-			    ep->rx_op_flags, context, 1);
+			    ep->base.rx_op_flags, context, 1);
 }
 
 static ssize_t ibf_rdm_t_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
@@ -324,7 +324,7 @@ static ssize_t ibf_rdm_t_recvv(struct fid_ep *ep_fid, const struct iovec *iov,
 	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
 
 	return ibf_rdm_recv(ep, iov, desc, count, src, tag, ignore,
-			    ep->rx_op_flags, context, 1);
+			    ep->base.rx_op_flags, context, 1);
 }
 
 static ssize_t ibf_rdm_t_recvmsg(struct fid_ep *ep_fid,
@@ -350,7 +350,7 @@ static ssize_t ibf_rdm_t_send(struct fid_ep *ep_fid, const void *buf, size_t len
 	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
 	struct iovec iov = { (void *)buf, len };
 
-	return ibf_rdm_send(ep, &iov, 1, dest, tag, 0, ep->tx_op_flags,
+	return ibf_rdm_send(ep, &iov, 1, dest, tag, 0, ep->base.tx_op_flags,
 			    context, 1);
 }
 
@@ -360,7 +360,7 @@ static ssize_t ibf_rdm_t_sendv(struct fid_ep *ep_fid, const struct iovec *iov,
 {
 	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
 
-	return ibf_rdm_send(ep, iov, count, dest, tag, 0, ep->tx_op_flags,
+	return ibf_rdm_send(ep, iov, count, dest, tag, 0, ep->base.tx_op_flags,
 			    context, 1);
 }
 
@@ -391,7 +391,7 @@ static ssize_t ibf_rdm_t_senddata(struct fid_ep *ep_fid, const void *buf,
 	struct iovec iov = { (void *)buf, len };
 
 	return ibf_rdm_send(ep, &iov, 1, dest, tag, data,
-			    ep->tx_op_flags | FI_REMOTE_CQ_DATA, context, 1);
+			    ep->base.tx_op_flags | FI_REMOTE_CQ_DATA, context, 1);
 }
 
 static ssize_t ibf_rdm_t_injectdata(struct fid_ep *ep_fid, const void *buf,

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * What every endpoint kind shares (struct ibf_ep_base, in ibf.h): one
+ * fi_ep_bind for CQs and counters and one fi_control, each handing the
+ * rest to the kind through its ops, so both kinds answer alike.
+ */
+#include "config.h"
+
+#include "ibf.h"
+
+static struct ibf_ep_base *to_base(struct fid *fid)
+{
+	return container_of(fid, struct ibf_ep_base, ep_fid.fid);
+}
+
+int ibf_ep_base_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct ibf_ep_base *b = to_base(fid);
+	int ret;
+
+	if (!bfid) {
+		IBF_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: no fid to bind\n");
+		return -FI_EINVAL;
+	}
+	if (b->enabled) {
+		IBF_WARN(FI_LOG_EP_CTRL, "bind before fi_enable\n");
+		return -FI_EOPBADSTATE;
+	}
+	switch (bfid->fclass) {
+	case FI_CLASS_CQ:
+		return ibf_cq_bind(container_of(bfid, struct ibf_cq, cq_fid.fid),
+				   b->domain, flags, &b->tx_cq, &b->rx_cq,
+				   &b->tx_selective, &b->rx_selective);
+	case FI_CLASS_CNTR:
+		return ibf_cntr_bind_kinds(b->cntr, b->ops->cntr_flag,
+					   b->ops->ncntr,
+					   container_of(bfid, struct ibf_cntr,
+							cntr_fid.fid),
+					   b->domain, flags);
+	default:
+		ret = b->ops->bind(b, bfid, flags);
+		if (ret != -FI_ENOSYS)
+			return ret;
+		/* -FI_EINVAL, as libfabric's own providers answer it. */
+		IBF_WARN(FI_LOG_EP_CTRL, "cannot bind fid class %zu to an %s "
+			 "endpoint (it takes %s)\n", bfid->fclass,
+			 b->ops->name, b->ops->binds);
+		return -FI_EINVAL;
+	}
+}
+
+void ibf_ep_base_unbind(struct ibf_ep_base *b)
+{
+	int k;
+
+	for (k = 0; k < IBF_CNTR_KINDS; k++) {
+		if (b->cntr[k])
+			ibf_ref_put(&b->cntr[k]->ref);
+		b->cntr[k] = NULL;
+	}
+	if (b->tx_cq)
+		ibf_ref_put(&b->tx_cq->ref);
+	if (b->rx_cq)
+		ibf_ref_put(&b->rx_cq->ref);
+	b->tx_cq = b->rx_cq = NULL;
+}
+
+int ibf_ep_base_control(struct fid *fid, int command, void *arg)
+{
+	struct ibf_ep_base *b = to_base(fid);
+
+	switch (command) {
+	case FI_ENABLE:
+		return b->ops->enable(b);
+	case FI_GETOPSFLAG:
+	case FI_SETOPSFLAG:
+		return ibf_ep_opsflag(command, arg, &b->tx_op_flags,
+				      &b->rx_op_flags);
+	default:
+		return -FI_ENOSYS;
+	}
+}
