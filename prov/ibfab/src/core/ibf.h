@@ -811,8 +811,8 @@ struct ibf_ep_base;
 struct ibf_ep_base_ops {
 	const char *name;	/* "FI_EP_MSG": for warnings */
 	const char *binds;	/* the classes it takes: for warnings */
-	/* What each counter slot counts; ncntr slots (the rest unused). */
-	const uint64_t *cntr_flag;
+	/* The counter kinds it counts: the first ncntr of enum
+	 * ibf_cntr_kind (the rest are accepted and count nothing). */
 	int ncntr;
 	/* fi_ep_bind of a class other than a CQ or counter: 0, -FI_E*, or
 	 * -FI_ENOSYS for a class the kind does not take. */

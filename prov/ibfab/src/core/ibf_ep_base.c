@@ -8,6 +8,16 @@
 
 #include "ibf.h"
 
+/* The fi_ep_bind flag each counter kind answers to. */
+static const uint64_t ibf_cntr_kind_flag[IBF_CNTR_KINDS] = {
+	[IBF_CNTR_SEND] = FI_SEND,
+	[IBF_CNTR_RECV] = FI_RECV,
+	[IBF_CNTR_READ] = FI_READ,
+	[IBF_CNTR_WRITE] = FI_WRITE,
+	[IBF_CNTR_REMOTE_READ] = FI_REMOTE_READ,
+	[IBF_CNTR_REMOTE_WRITE] = FI_REMOTE_WRITE,
+};
+
 static struct ibf_ep_base *to_base(struct fid *fid)
 {
 	return container_of(fid, struct ibf_ep_base, ep_fid.fid);
@@ -32,7 +42,7 @@ int ibf_ep_base_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 				   b->domain, flags, &b->tx_cq, &b->rx_cq,
 				   &b->tx_selective, &b->rx_selective);
 	case FI_CLASS_CNTR:
-		return ibf_cntr_bind_kinds(b->cntr, b->ops->cntr_flag,
+		return ibf_cntr_bind_kinds(b->cntr, ibf_cntr_kind_flag,
 					   b->ops->ncntr,
 					   container_of(bfid, struct ibf_cntr,
 							cntr_fid.fid),

@@ -356,24 +356,13 @@ static int ibf_ep_enable_own(struct ibf_ep_base *b)
 	return ibf_ep_enable(container_of(b, struct ibf_ep, base));
 }
 
-/*
- * What its counters count, from fi_ep_bind's flags.  FI_REMOTE_READ and
- * FI_REMOTE_WRITE are accepted and count nothing: RDMA to this endpoint
- * completes in the peer's device alone (FI_RMA_EVENT is not offered on
- * FI_EP_MSG).
- */
-static const uint64_t ibf_ep_cntr_flag[] = {
-	[IBF_CNTR_SEND] = FI_SEND,
-	[IBF_CNTR_RECV] = FI_RECV,
-	[IBF_CNTR_READ] = FI_READ,
-	[IBF_CNTR_WRITE] = FI_WRITE,
-};
-
 static const struct ibf_ep_base_ops ibf_ep_base_ops = {
 	.name = "FI_EP_MSG",
 	.binds = "CQs, counters, an EQ, a shared receive context",
-	.cntr_flag = ibf_ep_cntr_flag,
-	.ncntr = sizeof(ibf_ep_cntr_flag) / sizeof(ibf_ep_cntr_flag[0]),
+	/* FI_REMOTE_READ and FI_REMOTE_WRITE counters are accepted and count
+	 * nothing: RDMA to this endpoint completes in the peer's device
+	 * alone (FI_RMA_EVENT is not offered on FI_EP_MSG). */
+	.ncntr = IBF_CNTR_WRITE + 1,
 	.bind = ibf_ep_bind_own,
 	.enable = ibf_ep_enable_own,
 };

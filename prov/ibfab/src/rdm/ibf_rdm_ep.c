@@ -287,21 +287,10 @@ static int ibf_rdm_enable_own(struct ibf_ep_base *b)
 	return ibf_rdm_enable(container_of(b, struct ibf_rdm_ep, base));
 }
 
-/* What its counters count, from fi_ep_bind's flags. */
-static const uint64_t ibf_rdm_cntr_flag[] = {
-	[IBF_CNTR_SEND] = FI_SEND,
-	[IBF_CNTR_RECV] = FI_RECV,
-	[IBF_CNTR_READ] = FI_READ,
-	[IBF_CNTR_WRITE] = FI_WRITE,
-	[IBF_CNTR_REMOTE_READ] = FI_REMOTE_READ,
-	[IBF_CNTR_REMOTE_WRITE] = FI_REMOTE_WRITE,
-};
-
 static const struct ibf_ep_base_ops ibf_rdm_base_ops = {
 	.name = "FI_EP_RDM",
 	.binds = "CQs, counters, an AV, an EQ",
-	.cntr_flag = ibf_rdm_cntr_flag,
-	.ncntr = sizeof(ibf_rdm_cntr_flag) / sizeof(ibf_rdm_cntr_flag[0]),
+	.ncntr = IBF_CNTR_KINDS,
 	.bind = ibf_rdm_bind_own,
 	.enable = ibf_rdm_enable_own,
 };
