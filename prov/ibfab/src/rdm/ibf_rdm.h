@@ -18,8 +18,9 @@
  *   protocol           ibf_rdm_proto.h: eager, RTS, READ, FIN, progress
  *                      (ibf_rdm_proto.c, ibf_rdm_rndv.c); RMA
  *                      (ibf_rdm_rma.c) and atomics (ibf_rdm_atomic.c)
- *   connections        ibf_rdm_conn.h: peers, QPs, credits, queues, flow
- *                      control (ibf_rdm_flow.c),
+ *   connections        ibf_rdm_conn.h: peers, QPs, credits, queues, the
+ *                      one post path (ibf_rdm_post.c), flow control
+ *                      (ibf_rdm_flow.c),
  *                      connect/accept/retry/teardown; reports up through
  *                      struct ibf_rdm_upcalls only
  *   operations         ibf_rdm_op.h: op pools, bounces, completion
@@ -114,6 +115,7 @@ struct ibf_rdm_ep {
 	int drains_out;		/* atomic: graves' drains posted, not seen */
 	uint32_t sq_depth;
 	int sq_posted;		/* atomic: send-side requests not completed */
+	int post_trace;		/* each post logged (FI_LOG_LEVEL=debug) */
 
 	/* ---- operations (ibf_rdm_op.c) ---- */
 	/* Sends, receives, bounces; one registered area. */

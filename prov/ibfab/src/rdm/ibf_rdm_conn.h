@@ -225,18 +225,59 @@ int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
  * peer grants a request beyond its window; -FI_EAGAIN when the send
  * queue is full. */
 ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
-/* Post a send whose header is in op->mem; -FI_EAGAIN when conn's send
- * queue is full, -FI_ENOTCONN when conn has no QP (it ended, perhaps since
- * the caller saw it connected). */
+/* ---- posting (ibf_rdm_post.c) ---- */
+
+/*
+ * The one post to a connection's send queue: work requests wr[0..n) (n
+ * 1 or 2, filled by ibf_rdm_wr_init and the caller) for op, chained, on
+ * conn's life epoch, loaded by the caller before this loads conn's QP.
+ * Each takes a slot (credit), but the first held the caller took.
+ * Returns n; or, when the device took only the first of two, 1 with
+ * op->read_err set; or -FI_EAGAIN (no slot, or the queue is full),
+ * -FI_ENOTCONN (conn has no QP: it ended, perhaps since the caller saw it
+ * connected; held slots are given back), -FI_E* (the device refused).
+ * Traced at FI_LOG_LEVEL=debug.
+ */
+int ibf_rdm_post(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
+		 struct ibv_send_wr *wr, int n, int held, uint32_t epoch);
+/* What a device reads of a work request for a send; wr_id and next are
+ * ibf_rdm_post's, an RDMA one's wr.rdma the caller's.  Never zeroed whole:
+ * see ibf_rdm_post.c. */
+static inline void ibf_rdm_wr_init(struct ibv_send_wr *wr,
+				   enum ibv_wr_opcode opcode,
+				   struct ibv_sge *sge, int nsge,
+				   unsigned int flags)
+{
+	wr->sg_list = sge;
+	wr->num_sge = nsge;
+	wr->opcode = opcode;
+	wr->send_flags = flags;
+	wr->imm_data = 0;
+}
+/* Post a send whose header is in op->mem: 0 or as ibf_rdm_post. */
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		      struct ibv_sge *sge, int nsge, int inl);
+/* Send op, built whole in op->mem, in the state the protocol gave: 0, or
+ * -FI_EAGAIN also when op is a request and the peer's window is spent. */
+int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
 /* Post the next part of RMA op (ibf_rdm_op.h), one that is not its first,
  * on the connection life its first went on: 0, -FI_EAGAIN when conn's send
  * queue is full, -FI_ECONNABORTED when that life ended. */
 int ibf_rdm_post_rma_next(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
-/* Post an RDMA READ for op on conn (the caller took a credit). */
+/* Post an RDMA READ of the peer's (addr, rkey) into sge for op on conn
+ * (the caller took a slot, which a failure gives back): 0 or as
+ * ibf_rdm_post. */
 int ibf_rdm_post_read(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
-		      struct ibv_send_wr *wr);
+		      struct ibv_sge *sge, int nsge, uint64_t addr,
+		      uint32_t rkey);
+/* Whether op is a request (ibf_rdm_wire.h): a message, an atomic or a
+ * KEYQ, or a write with a notice behind it; each takes a credit of the
+ * peer's (an RMA in parts at its first post). */
+static inline int ibf_rdm_is_request(const struct ibf_rdm_op *op)
+{
+	return op->wr_kind == IBF_RDM_WR_SEND || op->wr_kind == IBF_RDM_WR_KEYQ ||
+	       (op->rma_notify && op->wr_kind != IBF_RDM_WR_READ);
+}
 
 /* Take one from a count other threads also take from: 1, or 0 if it is
  * at 0. */
@@ -255,8 +296,8 @@ static inline int ibf_rdm_credit_take(struct ibf_rdm_conn *conn)
 {
 	return ibf_rdm_take_one(&conn->credits);
 }
-/* Give back a slot taken for a post that did not happen. */
-void ibf_rdm_credit_untake(struct ibf_rdm_conn *conn);
+/* Give back n slots taken for posts that did not happen. */
+void ibf_rdm_credit_give(struct ibf_rdm_conn *conn, int n);
 
 /* ---- flow control (ibf_rdm_flow.c) ---- */
 
@@ -292,10 +333,6 @@ void ibf_rdm_credit_owe(struct ibf_rdm_conn *conn, uint32_t epoch, uint32_t n);
 void ibf_rdm_grant_done(struct ibf_rdm_op *op);
 /* conn's send queue has a slot again: what is owed may go now. */
 void ibf_rdm_grant_retry(struct ibf_rdm_conn *conn);
-/* Post wr for op on conn's QP (a slot taken for it): 0, -FI_EAGAIN when
- * the send queue is full, -FI_ENOTCONN when conn has no QP. */
-int ibf_rdm_post_wr(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
-		    struct ibv_send_wr *wr);
 /* conn's queue may go on: it has slots and credits again (ep->lock). */
 void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn);
 /* Park op until conn has a free slot (ibf_rdm_upcalls.slots_freed). */

@@ -103,17 +103,17 @@ int ibf_rdm_request_arrived(struct ibf_rdm_conn *conn, uint32_t epoch)
 static void ibf_rdm_grant_post(struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_op *op = conn->grant;
-	struct ibv_send_wr wr = { 0 };
+	uint32_t epoch = ibf_rdm_conn_epoch(conn);	/* first: ibf_rdm_post */
+	struct ibv_send_wr wr;
 	int ret;
 
 	if (!op || op->state == IBF_RDM_GRANT)
 		return;		/* what is owed goes when it completes */
-	wr.opcode = IBV_WR_SEND_WITH_IMM;
-	wr.send_flags = IBV_SEND_SIGNALED;
+	ibf_rdm_wr_init(&wr, IBV_WR_SEND_WITH_IMM, NULL, 0, IBV_SEND_SIGNALED);
 	wr.imm_data = htonl(conn->owed);
 	op->state = IBF_RDM_GRANT;
-	ret = ibf_rdm_post_wr(conn, op, &wr);
-	if (unlikely(ret)) {
+	ret = ibf_rdm_post(conn, op, &wr, 1, 0, epoch);
+	if (unlikely(ret < 0)) {
 		/* A full send queue: the next completion of conn retries
 		 * (ibf_rdm_grant_retry).  No QP: the life is over. */
 		op->state = IBF_RDM_FREE;

@@ -172,12 +172,13 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 	struct ibf_rdm_conn *conn = r->bounce->conn;
 	const struct ibf_rdm_seg *seg;
 	struct ibv_sge sge[IBF_RDM_IOV];
-	struct ibv_send_wr wr;
+	uint64_t addr;
 	size_t chunk;
-	int ret;
+	int nsge, ret;
 
 	if (ibf_rdm_bounce_stale(r->bounce))
 		return -FI_ECONNABORTED;
+	/* The slot first: what follows moves r on. */
 	if (!ibf_rdm_credit_take(conn))
 		return -FI_EAGAIN;
 	while (r->rd_seg < rts->nseg && r->rd_soff == rts->seg[r->rd_seg].len) {
@@ -185,22 +186,17 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 		r->rd_soff = 0;
 	}
 	if (r->rd_seg >= rts->nseg) {
-		ibf_rdm_credit_untake(conn);
+		ibf_rdm_credit_give(conn, 1);
 		return -FI_EIO;	/* the segments hold less than the length */
 	}
 	seg = &rts->seg[r->rd_seg];
 	chunk = IBF_MIN(IBF_MIN(seg->len - r->rd_soff, (uint64_t)ep->max_read),
 			r->rd_left);
-	memset(&wr, 0, sizeof(wr));
-	wr.opcode = IBV_WR_RDMA_READ;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.sg_list = sge;
-	wr.wr.rdma.remote_addr = seg->addr + r->rd_soff;
-	wr.wr.rdma.rkey = seg->rkey;
+	addr = seg->addr + r->rd_soff;
 	r->rd_soff += chunk;
 	r->rd_left -= chunk;
-	wr.num_sge = ibf_rdm_iov_sges(r, chunk, sge);
-	ret = ibf_rdm_post_read(conn, r, &wr);
+	nsge = ibf_rdm_iov_sges(r, chunk, sge);
+	ret = ibf_rdm_post_read(conn, r, sge, nsge, addr, seg->rkey);
 	if (ret)
 		return ret;
 	r->reads_left++;
