@@ -54,7 +54,7 @@ struct ibf_atomic_port {
 	size_t (*eager_size)(struct fid_ep *ep);
 	uint64_t inject_flags;
 };
-/* Each wing's (ibf_rdm_atomic.c, ibf_msg_atomic.c), which the core's
+/* Each wing's (ibf_rdm_atomic_api.c, ibf_msg_atomic.c), which the core's
  * fi_ops_atomic reaches through ibf_wing_ops. */
 extern const struct ibf_atomic_port ibf_rdm_atomic_port;
 extern const struct ibf_atomic_port ibf_msg_atomic_port;

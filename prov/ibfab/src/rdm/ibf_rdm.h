@@ -14,9 +14,12 @@
  * states its contract, locking and ownership:
  *
  *   API                ibf_rdm_ep.c (life cycle), ibf_rdm_sendrecv.c (fi_msg,
- *                      fi_tagged): checks arguments, then calls down
- *   protocol           ibf_rdm_proto.h: eager, RTS, READ, FIN, progress
- *                      (ibf_rdm_proto.c, ibf_rdm_rndv.c); RMA
+ *                      fi_tagged), ibf_rdm_rma_api.c (fi_rma),
+ *                      ibf_rdm_atomic_api.c (fi_atomic): check arguments,
+ *                      then call down (sends, RMA and atomics all through
+ *                      ibf_rdm_submit)
+ *   protocol           ibf_rdm_proto.h: ibf_rdm_submit, eager, RTS, READ,
+ *                      FIN, progress (ibf_rdm_proto.c, ibf_rdm_rndv.c); RMA
  *                      (ibf_rdm_rma.c) and atomics (ibf_rdm_atomic.c)
  *   connections        ibf_rdm_conn.h: peers, QPs, credits, queues, the
  *                      one post path (ibf_rdm_post.c), flow control
@@ -223,10 +226,10 @@ int ibf_rdm_ep_open(struct fid_domain *domain, struct fi_info *info,
 extern struct fi_ops_msg ibf_rdm_msg_ops;
 extern struct fi_ops_tagged ibf_rdm_tagged_ops;
 
-/* ibf_rdm_rma.c */
+/* ibf_rdm_rma_api.c */
 extern struct fi_ops_rma ibf_rdm_rma_ops;
 
-/* ibf_atomic_ops.c, ibf_rdm_atomic.c */
+/* ibf_atomic_ops.c, through ibf_rdm_atomic_api.c */
 extern struct fi_ops_atomic ibf_rdm_atomic_ops;
 
 #endif /* IBF_RDM_H */

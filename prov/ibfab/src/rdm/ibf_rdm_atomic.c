@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
- * RDM atomics: fi_atomic, fi_fetch_atomic, fi_compare_atomic and their
- * msg, iov and inject forms, to any peer of the AV (self included).
+ * RDM atomics, the protocol: how the requests of fi_atomic,
+ * fi_fetch_atomic, fi_compare_atomic and their msg, iov and inject forms
+ * (checked in ibf_rdm_atomic_api.c, started by ibf_rdm_submit) are
+ * carried out, to any peer of the AV (self included).
  *
  * Every atomic is a request message (ATOMIC: struct ibf_atomic_req, then
  * the operands and compare values; ibf_atomic_ops.h), applied by the
@@ -26,10 +28,10 @@
 #include "ibf_atomic_ops.h"
 #include "ibf_rdm.h"
 
-/* The request in op->mem; where the old values go, in op->iov. */
-static void ibf_rdm_atomic_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
-				 const struct ibf_atomic_args *a, size_t count)
+void ibf_rdm_atomic_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			  const struct ibf_rdm_req *req)
 {
+	const struct ibf_atomic_args *a = req->atomic;
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	size_t size = ibf_atomic_size(a->dt), i;
 
@@ -37,54 +39,19 @@ static void ibf_rdm_atomic_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	hdr->flags = 0;
 	op->wire_len = IBF_RDM_HDR +
 		       (uint32_t)ibf_atomic_req_build(op->mem + IBF_RDM_HDR, a,
-						      count, (uint32_t)(op - ep->ops));
+						      req->count,
+						      (uint32_t)(op - ep->ops));
 	op->count = a->kind == IBF_ATOMIC_PLAIN ? 0 : a->nres;
 	for (i = 0; i < op->count; i++) {
 		op->iov[i].iov_base = a->res[i].addr;
 		op->iov[i].iov_len = a->res[i].count * size;
 	}
-	op->rd_left = a->kind == IBF_ATOMIC_PLAIN ? 0 : count * size;
+	op->rd_left = a->kind == IBF_ATOMIC_PLAIN ? 0 : req->len;
 	op->wr_kind = IBF_RDM_WR_SEND;
 	op->tx_state = IBF_RDM_TX_ATOMIC;
 	op->read_err = 0;
 	op->fin_seen = 0;
 	op->reads_left = 2;	/* its own completion, and the answer */
-}
-
-static ssize_t ibf_rdm_atomic_post(struct fid_ep *ep_fid,
-				   const struct ibf_atomic_args *a,
-				   fi_addr_t dest, uint64_t flags, void *context)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-	struct ibf_rdm_op *op;
-	size_t count;
-	ssize_t ret;
-
-	ret = ibf_atomic_args_check(a, ep->tx_iov_limit, ep->eager_size, &count);
-	if (unlikely(ret))
-		return ret;
-	if (unlikely(!(ep->base.info->caps & FI_ATOMIC))) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an atomic on an "
-			       "endpoint opened without FI_ATOMIC\n");
-		return -FI_EOPNOTSUPP;
-	}
-	if (unlikely(!ep->base.enabled))
-		return -FI_EOPBADSTATE;
-	ibf_lock_acquire(&ep->lock);
-	op = ibf_rdm_tx_begin(ep, dest, context, FI_ATOMIC |
-			      (a->kind == IBF_ATOMIC_PLAIN ? FI_WRITE : FI_READ),
-			      count * ibf_atomic_size(a->dt), flags, &ret);
-	if (unlikely(!op))
-		goto out;
-	ibf_rdm_atomic_build(ep, op, a, count);
-	ret = ibf_rdm_conn_send(op->conn, op);
-	if (unlikely(ret))
-		ibf_rdm_op_free(op);
-	else
-		ep->stats.atomics++;
-out:
-	ibf_lock_release(&ep->lock);
-	return ret;
 }
 
 /* Its request went (or failed). */
@@ -171,22 +138,3 @@ void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	if (--op->reads_left == 0)
 		ibf_rdm_complete(op, op->read_err);
 }
-
-/* ---- what ibf_atomic_ops.c calls ---- */
-
-static uint64_t ibf_rdm_atomic_op_flags(struct fid_ep *ep_fid)
-{
-	return to_ibf_rdm_ep(ep_fid)->base.tx_op_flags;
-}
-
-static size_t ibf_rdm_atomic_eager(struct fid_ep *ep_fid)
-{
-	return to_ibf_rdm_ep(ep_fid)->eager_size;
-}
-
-const struct ibf_atomic_port ibf_rdm_atomic_port = {
-	.post = ibf_rdm_atomic_post,
-	.tx_op_flags = ibf_rdm_atomic_op_flags,
-	.eager_size = ibf_rdm_atomic_eager,
-	.inject_flags = IBF_RDM_INJECT,
-};

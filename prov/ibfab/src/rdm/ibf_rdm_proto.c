@@ -7,23 +7,26 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ibf_rdm.h"
 
-/* ---- sending ---- */
+/* ---- sending: the one entry of every send, RMA and atomic ---- */
 
-struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep, fi_addr_t dest,
-				    void *context, uint64_t op_flags,
-				    size_t len, uint64_t flags, ssize_t *ret)
+/* An op for req, to its peer's connection (found, or its making started),
+ * with what its completion will report; NULL and *ret if none. */
+static struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep,
+					   const struct ibf_rdm_req *req,
+					   ssize_t *ret)
 {
 	struct ibf_rdm_conn *conn;
 	struct ibf_rdm_op *op;
 
-	conn = likely(dest < ep->npeers) ? ep->peers[dest] : NULL;
-	if (unlikely(!conn) && (*ret = ibf_rdm_conn_get(ep, dest, &conn)))
+	conn = likely(req->dest < ep->npeers) ? ep->peers[req->dest] : NULL;
+	if (unlikely(!conn) && (*ret = ibf_rdm_conn_get(ep, req->dest, &conn)))
 		return NULL;
 	op = ibf_rdm_tx_get(ep);
 	if (unlikely(!op)) {
@@ -32,36 +35,102 @@ struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep, fi_addr_t dest,
 	}
 	op->conn = conn;
 	ibf_rdm_conn_used(conn);
-	op->op.context = context;
-	op->op.flags = op_flags;
-	op->op.len = len;
+	op->op.context = req->context;
+	op->op.flags = req->op_flags;
+	op->op.len = req->len;
 	op->op.buf = NULL;
 	op->op.data = 0;
 	op->op.tag = 0;
-	op->op.user_comp = !(flags & IBF_RDM_NO_COMP) &&
-			   (!ep->base.tx_selective || (flags & FI_COMPLETION));
+	op->op.user_comp = !(req->flags & IBF_RDM_NO_COMP) &&
+			   (!ep->base.tx_selective || (req->flags & FI_COMPLETION));
 	return op;
 }
 
-int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
-		       const struct iovec *iov, size_t count, size_t len,
-		       uint64_t tag, uint64_t data, int tagged, int with_data)
+/* A message: its header, and the payload (eager) or an RTS with the
+ * buffers registered (rendezvous). */
+static int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			      const struct ibf_rdm_req *req)
 {
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 
-	hdr->tag = tag;
-	hdr->data = data;
-	hdr->flags = (tagged ? IBF_RDM_F_TAGGED : 0) |
-		     (with_data ? IBF_RDM_F_DATA : 0);
+	hdr->tag = req->send.tag;
+	hdr->data = req->data;
+	hdr->flags = (req->send.tagged ? IBF_RDM_F_TAGGED : 0) |
+		     (req->flags & FI_REMOTE_CQ_DATA ? IBF_RDM_F_DATA : 0);
 	op->read_err = 0;
 	op->wr_kind = IBF_RDM_WR_SEND;
-	if (len > ep->eager_size)
-		return ibf_rdm_rts_build(ep, op, iov, count, len);
+	if (req->len > ep->eager_size)
+		return ibf_rdm_rts_build(ep, op, req->iov, req->count, req->len);
 	hdr->type = IBF_RDM_EAGER;
-	ibf_rdm_copy_from_iov(op->mem + IBF_RDM_HDR, iov, count);
-	op->wire_len = (uint32_t)(IBF_RDM_HDR + len);
+	ibf_rdm_copy_from_iov(op->mem + IBF_RDM_HDR, req->iov, req->count);
+	op->wire_len = (uint32_t)(IBF_RDM_HDR + req->len);
 	op->tx_state = IBF_RDM_TX;
 	return 0;
+}
+
+static int ibf_rdm_req_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			     const struct ibf_rdm_req *req)
+{
+	switch (req->kind) {
+	case IBF_RDM_REQ_SEND:
+		return ibf_rdm_send_build(ep, op, req);
+	case IBF_RDM_REQ_RMA:
+		return ibf_rdm_rma_build(ep, op, req);
+	case IBF_RDM_REQ_ATOMIC:
+		ibf_rdm_atomic_build(ep, op, req);
+		return 0;
+	}
+	assert(!"a request of no kind");
+	return -FI_EINVAL;
+}
+
+/* Op, built from req, was sent: an RMA in parts posts its second part
+ * now (posted, not queued, it cannot complete while we hold the lock),
+ * and the endpoint counts what it started. */
+static void ibf_rdm_req_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			     const struct ibf_rdm_req *req)
+{
+	switch (req->kind) {
+	case IBF_RDM_REQ_SEND:
+		break;
+	case IBF_RDM_REQ_RMA:
+		if (unlikely(op->rma_split) && op->state == IBF_RDM_TX_RMA)
+			ibf_rdm_rma_more(op);
+		if (req->rma.wr_kind == IBF_RDM_WR_READ)
+			ep->stats.reads++;
+		else
+			ep->stats.writes++;
+		break;
+	case IBF_RDM_REQ_ATOMIC:
+		ep->stats.atomics++;
+		break;
+	}
+}
+
+ssize_t ibf_rdm_submit(struct ibf_rdm_ep *ep, const struct ibf_rdm_req *req)
+{
+	struct ibf_rdm_op *op;
+	ssize_t ret;
+
+	if (unlikely(!ep->base.enabled))
+		return -FI_EOPBADSTATE;
+	ibf_lock_acquire(&ep->lock);
+	op = ibf_rdm_tx_begin(ep, req, &ret);
+	if (unlikely(!op))
+		goto out;
+	ret = ibf_rdm_req_build(ep, op, req);
+	if (likely(!ret))
+		ret = ibf_rdm_conn_send(op->conn, op);
+	if (unlikely(ret)) {
+		/* Nothing of it went: what the build registered goes back. */
+		ibf_rdm_unregister(op);
+		ibf_rdm_op_free(op);
+	} else {
+		ibf_rdm_req_sent(ep, op, req);
+	}
+out:
+	ibf_lock_release(&ep->lock);
+	return ret;
 }
 
 /* ---- receiving ---- */

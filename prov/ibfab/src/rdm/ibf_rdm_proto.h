@@ -30,19 +30,52 @@
 extern const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls;
 
 /*
- * A send op to dest (ep->lock held): dest's connection found (or its
- * making started), what the op will report filled in (context, op_flags,
- * len; silent if flags say so).  NULL, *ret set, if not (-FI_EAGAIN: no
- * op free).  The fi_msg, fi_tagged, fi_rma and fi_atomic calls' start.
+ * What one send (fi_msg, fi_tagged), RMA (fi_rma) or atomic (fi_atomic)
+ * call asks for, its arguments already checked by the API layer
+ * (ibf_rdm_sendrecv.c, ibf_rdm_rma_api.c, ibf_rdm_atomic_api.c).
  */
-struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep, fi_addr_t dest,
-				    void *context, uint64_t op_flags,
-				    size_t len, uint64_t flags, ssize_t *ret);
-/* Build a message into send op: its header, and the payload (eager) or
- * an RTS with the buffers registered (rendezvous).  0 or -FI_E*. */
-int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
-		       const struct iovec *iov, size_t count, size_t len,
-		       uint64_t tag, uint64_t data, int tagged, int with_data);
+enum ibf_rdm_req_kind {
+	IBF_RDM_REQ_SEND,
+	IBF_RDM_REQ_RMA,
+	IBF_RDM_REQ_ATOMIC,
+};
+
+struct ibf_atomic_args;
+
+struct ibf_rdm_req {
+	enum ibf_rdm_req_kind kind;
+	fi_addr_t dest;
+	void *context;
+	uint64_t op_flags;	/* what its completion reports */
+	uint64_t flags;		/* the call's (FI_INJECT, FI_COMPLETION...) */
+	size_t len;		/* the bytes it moves */
+	const struct iovec *iov;
+	void **desc;
+	size_t count;
+	uint64_t data;		/* remote CQ data */
+	union {
+		struct {
+			uint64_t tag;
+			int tagged;
+		} send;
+		struct {
+			int wr_kind;	/* IBF_RDM_WR_READ, _WRITE, _WRITE_DATA */
+			uint64_t addr;
+			uint64_t key;
+		} rma;
+		const struct ibf_atomic_args *atomic;
+	};
+};
+
+/*
+ * Carry out req (takes ep->lock): the one way a send, an RMA or an
+ * atomic starts.  It finds (or starts making) the peer's connection,
+ * takes an op, has the request's kind build it, sends it, and on any
+ * failure gives back what the build took.  0, or -FI_EOPBADSTATE (not
+ * enabled), -FI_EAGAIN (no op or no room: try again after progress), or
+ * what the build or the send said.
+ */
+ssize_t ibf_rdm_submit(struct ibf_rdm_ep *ep, const struct ibf_rdm_req *req);
 
 /* A free receive op filled from the caller's arguments (not yet posted),
  * or NULL when none is free.  want: the peer's key for a directed
@@ -103,6 +136,12 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
 
 /* ---- ibf_rdm_rma.c, for ibf_rdm_proto.c ---- */
 
+/* Build RMA op from req: its local side (the slot, or the caller's
+ * buffers registered), its notice, and with requested keys the question
+ * that finds the remote region first.  0 or -FI_E*. */
+int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		      const struct ibf_rdm_req *req);
+
 /* One completion of an RMA op (it completes after its last). */
 void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc);
 /* The next parts of an RMA in parts go on (a slot came back, or its
@@ -141,6 +180,11 @@ void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 void ibf_rdm_wdata_drain(struct ibf_rdm_ep *ep);
 
 /* ---- ibf_rdm_atomic.c, for ibf_rdm_proto.c ---- */
+
+/* Build atomic op from req: the request in its slot, where the old
+ * values of a fetch go. */
+void ibf_rdm_atomic_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+			  const struct ibf_rdm_req *req);
 
 /* An atomic request (b, byte_len bytes) to apply and answer; an answer
  * to one of ours; our request's own completion (err 0 or -FI_E*). */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
- * RDM RMA: fi_write, fi_read and their kin, to any peer of the AV (the
- * endpoint's own address included), over the peer's RC QP, made on first
- * use as for messages.  The API calls and the protocol both live here.
+ * RDM RMA, the protocol: how the requests of fi_write, fi_read and their
+ * kin (checked in ibf_rdm_rma_api.c, started by ibf_rdm_submit) travel
+ * to any peer of the AV (the endpoint's own address included), over the
+ * peer's RC QP, made on first use as for messages.
  *
  * An RMA op is one RDMA WRITE or READ work request, or, above the port's
  * max_msg_sz (8 MiB on rxe), one per part of at most that size, posted in
@@ -164,23 +165,23 @@ static void ibf_rdm_rma_notice(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
 	note->len = op->op.len;
 }
 
-static int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
-			     int kind, const struct iovec *iov, void **desc,
-			     size_t count, size_t len, uint64_t addr,
-			     uint64_t key, uint64_t data)
+/* The build of an RMA without requested keys. */
+static int ibf_rdm_rma_build_plain(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+				   const struct ibf_rdm_req *req)
 {
-	op->wr_kind = kind;
-	op->rma_kind = kind;
-	op->rma_addr = addr;
-	op->rma_key = (uint32_t)key;
-	op->rma_app_addr = addr;
-	op->rma_app_key = key;
-	op->rma_data = data;
+	op->wr_kind = req->rma.wr_kind;
+	op->rma_kind = req->rma.wr_kind;
+	op->rma_addr = req->rma.addr;
+	op->rma_key = (uint32_t)req->rma.key;
+	op->rma_app_addr = req->rma.addr;
+	op->rma_app_key = req->rma.key;
+	op->rma_data = req->data;
 	op->read_err = 0;
 	op->reads_left = 0;
 	op->tx_state = IBF_RDM_TX_RMA;
 	ibf_rdm_rma_notice(ep, op);
-	return ibf_rdm_rma_local(ep, op, iov, desc, count, len);
+	return ibf_rdm_rma_local(ep, op, req->iov, req->desc, req->count,
+				 req->len);
 }
 
 /* ---- requested keys (ibf_domain.req_keys) ---- */
@@ -438,65 +439,13 @@ void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_rdm_keyq_done(ep, op);
 }
 
-static ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
-			   const struct iovec *iov, void **desc, size_t count,
-			   fi_addr_t dest, const struct fi_rma_iov *rma,
-			   uint64_t data, uint64_t flags, void *context)
+int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+		      const struct ibf_rdm_req *req)
 {
-	struct ibf_rdm_op *op;
-	size_t len;
-	ssize_t ret;
+	int ret = ibf_rdm_rma_build_plain(ep, op, req);
 
-	if (unlikely(!rma)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "RMA with no remote iov\n");
-		return -FI_EINVAL;
-	}
-	if (unlikely(ibf_rdm_iov_check(iov, count, ep->tx_iov_limit, &len, "RMA")))
-		return -FI_EINVAL;
-	if (unlikely(len > rma->len || len > IBF_RDM_MAX_MSG_SIZE)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "RMA of %zu bytes to "
-			       "a %zu-byte remote buffer (max_msg_size is "
-			       "%llu)\n", len, rma->len, IBF_RDM_MAX_MSG_SIZE);
-		return len > rma->len ? -FI_EINVAL : -FI_EMSGSIZE;
-	}
-	if (unlikely((flags & FI_INJECT) && len > ep->inject_size)) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "inject of %zu bytes: "
-			       "inject_size is %zu\n", len, ep->inject_size);
-		return -FI_EINVAL;
-	}
-	if (unlikely(!(ep->base.info->caps & FI_RMA))) {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "RMA on an endpoint "
-			       "opened without FI_RMA\n");
-		return -FI_EOPNOTSUPP;
-	}
-	if (unlikely(!ep->base.enabled))
-		return -FI_EOPBADSTATE;
-	ibf_lock_acquire(&ep->lock);
-	op = ibf_rdm_tx_begin(ep, dest, context, FI_RMA |
-			      (kind == IBF_RDM_WR_READ ? FI_READ : FI_WRITE),
-			      len, flags, &ret);
-	if (unlikely(!op))
-		goto out;
-	ret = ibf_rdm_rma_build(ep, op, kind, iov, desc, count, len, rma->addr,
-				rma->key, data);
 	if (unlikely(ep->base.domain->req_keys) && likely(!ret))
 		ret = ibf_rdm_rma_keyed(ep, op);
-	if (likely(!ret))
-		ret = ibf_rdm_conn_send(op->conn, op);
-	/* Posted (not queued), it cannot complete while we hold the lock:
-	 * its second part goes now. */
-	if (unlikely(op->rma_split) && !ret && op->state == IBF_RDM_TX_RMA)
-		ibf_rdm_rma_more(op);
-	if (unlikely(ret)) {
-		ibf_rdm_unregister(op);
-		ibf_rdm_op_free(op);
-	} else if (kind == IBF_RDM_WR_READ) {
-		ep->stats.reads++;
-	} else {
-		ep->stats.writes++;
-	}
-out:
-	ibf_lock_release(&ep->lock);
 	return ret;
 }
 
@@ -698,137 +647,3 @@ void ibf_rdm_wdata_drain(struct ibf_rdm_ep *ep)
 		ibf_rdm_wdata_report(ep, r, b);
 	}
 }
-
-/* ---- fi_ops_rma ---- */
-
-static ssize_t ibf_rdm_read(struct fid_ep *ep_fid, void *buf, size_t len,
-			    void *desc, fi_addr_t src, uint64_t addr,
-			    uint64_t key, void *context)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-	struct iovec iov = { buf, len };
-	struct fi_rma_iov rma = { addr, len, key };
-
-	return ibf_rdm_rma(ep, IBF_RDM_WR_READ, &iov, &desc, 1, src, &rma, 0,
-			   ep->base.tx_op_flags, context);
-}
-
-static ssize_t ibf_rdm_readv(struct fid_ep *ep_fid, const struct iovec *iov,
-			     void **desc, size_t count, fi_addr_t src,
-			     uint64_t addr, uint64_t key, void *context)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-	struct fi_rma_iov rma = { addr, ibf_rdm_iov_len(iov, count), key };
-
-	return ibf_rdm_rma(ep, IBF_RDM_WR_READ, iov, desc, count, src, &rma, 0,
-			   ep->base.tx_op_flags, context);
-}
-
-/* One remote segment (rma_iov_limit 1). */
-static int ibf_rdm_rma_msg_ok(const struct fi_msg_rma *msg)
-{
-	if (msg && msg->rma_iov_count == 1 && msg->rma_iov)
-		return 1;
-	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "fi_readmsg/fi_writemsg "
-		       "takes one remote iov (rma_iov_limit 1)\n");
-	return 0;
-}
-
-static ssize_t ibf_rdm_readmsg(struct fid_ep *ep_fid,
-			       const struct fi_msg_rma *msg, uint64_t flags)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-
-	if (!ibf_rdm_rma_msg_ok(msg))
-		return -FI_EINVAL;
-	return ibf_rdm_rma(ep, IBF_RDM_WR_READ, msg->msg_iov, msg->desc,
-			   msg->iov_count, msg->addr, msg->rma_iov, 0,
-			   flags & ~FI_INJECT, msg->context);
-}
-
-static ssize_t ibf_rdm_write(struct fid_ep *ep_fid, const void *buf,
-			     size_t len, void *desc, fi_addr_t dest,
-			     uint64_t addr, uint64_t key, void *context)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-	struct iovec iov = { (void *)buf, len };
-	struct fi_rma_iov rma = { addr, len, key };
-
-	return ibf_rdm_rma(ep, IBF_RDM_WR_WRITE, &iov, &desc, 1, dest, &rma, 0,
-			   ep->base.tx_op_flags, context);
-}
-
-static ssize_t ibf_rdm_writev(struct fid_ep *ep_fid, const struct iovec *iov,
-			      void **desc, size_t count, fi_addr_t dest,
-			      uint64_t addr, uint64_t key, void *context)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-	struct fi_rma_iov rma = { addr, ibf_rdm_iov_len(iov, count), key };
-
-	return ibf_rdm_rma(ep, IBF_RDM_WR_WRITE, iov, desc, count, dest, &rma,
-			   0, ep->base.tx_op_flags, context);
-}
-
-static ssize_t ibf_rdm_writemsg(struct fid_ep *ep_fid,
-				const struct fi_msg_rma *msg, uint64_t flags)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-
-	if (!ibf_rdm_rma_msg_ok(msg))
-		return -FI_EINVAL;
-	return ibf_rdm_rma(ep, (flags & FI_REMOTE_CQ_DATA) ?
-			   IBF_RDM_WR_WRITE_DATA : IBF_RDM_WR_WRITE,
-			   msg->msg_iov, msg->desc, msg->iov_count, msg->addr,
-			   msg->rma_iov, msg->data, flags, msg->context);
-}
-
-static ssize_t ibf_rdm_inject_write(struct fid_ep *ep_fid, const void *buf,
-				    size_t len, fi_addr_t dest, uint64_t addr,
-				    uint64_t key)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-	struct iovec iov = { (void *)buf, len };
-	struct fi_rma_iov rma = { addr, len, key };
-
-	return ibf_rdm_rma(ep, IBF_RDM_WR_WRITE, &iov, NULL, 1, dest, &rma, 0,
-			   IBF_RDM_INJECT, NULL);
-}
-
-static ssize_t ibf_rdm_writedata(struct fid_ep *ep_fid, const void *buf,
-				 size_t len, void *desc, uint64_t data,
-				 fi_addr_t dest, uint64_t addr, uint64_t key,
-				 void *context)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-	struct iovec iov = { (void *)buf, len };
-	struct fi_rma_iov rma = { addr, len, key };
-
-	return ibf_rdm_rma(ep, IBF_RDM_WR_WRITE_DATA, &iov, &desc, 1, dest,
-			   &rma, data, ep->base.tx_op_flags, context);
-}
-
-static ssize_t ibf_rdm_inject_writedata(struct fid_ep *ep_fid, const void *buf,
-					size_t len, uint64_t data,
-					fi_addr_t dest, uint64_t addr,
-					uint64_t key)
-{
-	struct ibf_rdm_ep *ep = to_ibf_rdm_ep(ep_fid);
-	struct iovec iov = { (void *)buf, len };
-	struct fi_rma_iov rma = { addr, len, key };
-
-	return ibf_rdm_rma(ep, IBF_RDM_WR_WRITE_DATA, &iov, NULL, 1, dest, &rma,
-			   data, IBF_RDM_INJECT, NULL);
-}
-
-struct fi_ops_rma ibf_rdm_rma_ops = {
-	.size = sizeof(struct fi_ops_rma),
-	.read = ibf_rdm_read,
-	.readv = ibf_rdm_readv,
-	.readmsg = ibf_rdm_readmsg,
-	.write = ibf_rdm_write,
-	.writev = ibf_rdm_writev,
-	.writemsg = ibf_rdm_writemsg,
-	.inject = ibf_rdm_inject_write,
-	.writedata = ibf_rdm_writedata,
-	.injectdata = ibf_rdm_inject_writedata,
-};

@@ -2,11 +2,11 @@
 /*
  * RDM fi_msg and fi_tagged: the API layer of the RDM engine (ibf_rdm.h).
  *
- * Each call checks its arguments, finds the peer's connection (ibf_rdm_conn.h)
- * and an op (ibf_rdm_op.h), and hands the rest to the protocol
- * (ibf_rdm_proto.h): a send is built there and sent by its connection; a
- * receive is matched there.  Peek and claim (FI_PEEK, FI_CLAIM,
- * FI_DISCARD) work on the messages the protocol holds.
+ * Each call checks its arguments and hands the rest to the protocol
+ * (ibf_rdm_proto.h): a send to ibf_rdm_submit, which builds it and has
+ * its connection send it; a receive to the matcher.  Peek and claim
+ * (FI_PEEK, FI_CLAIM, FI_DISCARD) work on the messages the protocol
+ * holds.
  */
 #include "config.h"
 
@@ -21,36 +21,28 @@ static ssize_t ibf_rdm_send(struct ibf_rdm_ep *ep, const struct iovec *iov,
 			    uint64_t data, uint64_t flags, void *context,
 			    int tagged)
 {
-	struct ibf_rdm_op *op;
-	size_t len;
-	ssize_t ret;
+	struct ibf_rdm_req req;
 
-	if (unlikely(ibf_rdm_iov_check(iov, count, ep->tx_iov_limit, &len,
+	if (unlikely(ibf_rdm_iov_check(iov, count, ep->tx_iov_limit, &req.len,
 				       "a send")))
 		return -FI_EINVAL;
-	if (unlikely((flags & FI_INJECT) && len > ep->inject_size)) {
+	if (unlikely((flags & FI_INJECT) && req.len > ep->inject_size)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "inject of %zu bytes: "
-			       "inject_size is %zu\n", len, ep->inject_size);
+			       "inject_size is %zu\n", req.len, ep->inject_size);
 		return -FI_EINVAL;
 	}
-	if (unlikely(!ep->base.enabled))
-		return -FI_EOPBADSTATE;
-	ibf_lock_acquire(&ep->lock);
-	op = ibf_rdm_tx_begin(ep, dest, context, FI_SEND | (tagged ? FI_TAGGED : FI_MSG),
-			      len, flags, &ret);
-	if (unlikely(!op))
-		goto out;
-	ret = ibf_rdm_send_build(ep, op, iov, count, len, tag, data, tagged,
-				 !!(flags & FI_REMOTE_CQ_DATA));
-	if (likely(!ret))
-		ret = ibf_rdm_conn_send(op->conn, op);
-	if (unlikely(ret)) {
-		ibf_rdm_unregister(op);
-		ibf_rdm_op_free(op);
-	}
-out:
-	ibf_lock_release(&ep->lock);
-	return ret;
+	req.kind = IBF_RDM_REQ_SEND;
+	req.dest = dest;
+	req.context = context;
+	req.op_flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+	req.flags = flags;
+	req.iov = iov;
+	req.desc = NULL;	/* an eager copy or an RTS: its own registration */
+	req.count = count;
+	req.data = data;
+	req.send.tag = tag;
+	req.send.tagged = tagged;
+	return ibf_rdm_submit(ep, &req);
 }
 
 /*
