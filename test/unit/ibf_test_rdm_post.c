@@ -9,7 +9,9 @@
  * second).  What is checked is what the engine owes the connection around
  * the post: the send-queue slots (credits) taken and given back, the count
  * of requests in flight, the peer's window, the op's life and count of
- * completions to come, and the error code each failure means.
+ * completions to come, and the error code each failure means; and the
+ * connection's queue in front of it (ibf_rdm_conn_send): sends that wait
+ * for the peer's window, in order, until its grant comes.
  */
 #include "config.h"
 
@@ -29,6 +31,7 @@ static struct {
 	int nwr;			/* work requests in the last chain */
 	struct ibv_send_wr wr[4];	/* copies, next pointers as given */
 	struct ibv_sge sge[4][2];
+	uint64_t first[8];		/* each call's first wr_id */
 	int refuse_at;			/* -1: take all; else the index refused */
 	int err;			/* what the refusal says */
 } dev;
@@ -39,6 +42,8 @@ static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	int i = 0, j;
 
 	(void)qp;
+	if (dev.calls < 8)
+		dev.first[dev.calls] = wr->wr_id;
 	dev.calls++;
 	for (; wr && i < 4; wr = wr->next, i++) {
 		if (i == dev.refuse_at) {
@@ -314,4 +319,90 @@ Test(rdm_post, a_read_refused_for_a_full_queue_is_eagain)
 		     -FI_EAGAIN);
 	cr_assert_eq(conn->credits, 4);
 	cr_assert_eq(ep->sq_posted, 0);
+}
+
+/* ---- the queue in front of the post (ibf_rdm_conn_send) ---- */
+
+static struct ibf_rdm_op *more[2];
+
+static void queue_setup(void)
+{
+	int i;
+
+	setup();
+	conn->state = IBF_CONN_CONNECTED;
+	ep->nstate[IBF_CONN_CONNECTED] = 1;	/* the endpoint counts it */
+	conn->established = 1;
+	conn->window = 1;
+	conn->window_max = 4;
+	eager(8);
+	for (i = 0; i < 2; i++) {
+		more[i] = calloc(1, sizeof(*more[i]));
+		cr_assert_not_null(more[i]);
+		*more[i] = *op;
+	}
+}
+
+static void queue_teardown(void)
+{
+	free(more[0]);
+	free(more[1]);
+	teardown();
+}
+
+TestSuite(rdm_queue, .init = queue_setup, .fini = queue_teardown);
+
+/* The peer's window spent: sends wait in the connection's queue, in
+ * order, and the grant that comes from the peer posts them. */
+Test(rdm_queue, sends_beyond_the_window_wait_for_the_grant_in_order)
+{
+	cr_assert_eq(ibf_rdm_conn_send(conn, op), 0);
+	cr_assert_eq(dev.calls, 1);
+	cr_assert_eq(ibf_rdm_conn_send(conn, more[0]), 0);
+	cr_assert_eq(ibf_rdm_conn_send(conn, more[1]), 0);
+	cr_assert_eq(dev.calls, 1, "nothing beyond the window is posted");
+	cr_assert_eq(more[0]->state, IBF_RDM_QUEUED);
+	cr_assert_eq(conn->queue_head, more[0]);
+	cr_assert_eq(conn->window, 0);
+	cr_assert_eq(conn->credits, 3, "a waiting send holds no slot");
+
+	ibf_rdm_grant_arrived(conn, conn->epoch, 2);
+	cr_assert_eq(dev.calls, 3);
+	cr_assert_eq(dev.first[1], (uintptr_t)&more[0]->op);
+	cr_assert_eq(dev.first[2], (uintptr_t)&more[1]->op);
+	cr_assert_null(conn->queue_head);
+	cr_assert_eq(more[1]->state, IBF_RDM_TX);
+	cr_assert_eq(conn->window, 0);
+	cr_assert_eq(conn->credits, 1);
+}
+
+/* A grant of an ended life of the connection grants nothing. */
+Test(rdm_queue, a_grant_of_an_earlier_life_grants_nothing)
+{
+	cr_assert_eq(ibf_rdm_conn_send(conn, op), 0);
+	cr_assert_eq(ibf_rdm_conn_send(conn, more[0]), 0);
+	ibf_rdm_grant_arrived(conn, conn->epoch - 1, 2);
+	cr_assert_eq(dev.calls, 1);
+	cr_assert_eq(conn->queue_head, more[0]);
+	cr_assert_eq(conn->window, 0);
+}
+
+/* A peer may not grant beyond the window it gave: its own buffers. */
+Test(rdm_queue, a_grant_beyond_the_window_is_cut_to_it)
+{
+	ibf_rdm_grant_arrived(conn, conn->epoch, 100);
+	cr_assert_eq(conn->window, 4);
+}
+
+/* The send queue full (no slot) with window left: the caller hears
+ * -FI_EAGAIN at once, nothing waits, and the window is not spent. */
+Test(rdm_queue, a_full_send_queue_is_eagain_to_the_caller)
+{
+	conn->window = 4;
+	conn->credits = 1;
+	cr_assert_eq(ibf_rdm_conn_send(conn, op), 0);
+	cr_assert_eq(ibf_rdm_conn_send(conn, more[0]), -FI_EAGAIN);
+	cr_assert_null(conn->queue_head);
+	cr_assert_eq(conn->window, 3);
+	cr_assert_eq(dev.calls, 1);
 }
