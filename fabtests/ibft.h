@@ -56,6 +56,16 @@ int ibft_check(int ok, const char *name, const char *fmt, ...)
 	ibft_expect((long)(call), (long)(want), name, #call)
 int ibft_expect(long got, long want, const char *name, const char *call);
 
+/* Close a libfabric object if it is open (teardown after a failed step
+ * meets some not opened yet), and forget it. */
+#define IBFT_CLOSE(obj)					\
+	do {						\
+		if (obj) {				\
+			fi_close(&(obj)->fid);		\
+			(obj) = NULL;			\
+		}					\
+	} while (0)
+
 /*
  * Checks a provider is known to fail against the man pages: reported as
  * "skip - NAME: why" instead of run, when -p is that provider.

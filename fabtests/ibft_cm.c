@@ -197,18 +197,12 @@ static void client_takes_pep_address(void)
 	IBFT_CHECK(!ret && same_name(&got, &want), "endpoint-keeps-pep-address",
 		   "after fi_enable: %s", fi_strerror(-ret));
 out:
-	if (ep)
-		fi_close(&ep->fid);
-	if (cq)
-		fi_close(&cq->fid);
-	if (pep)
-		fi_close(&pep->fid);
-	if (domain)
-		fi_close(&domain->fid);
-	if (eq)
-		fi_close(&eq->fid);
-	if (fabric)
-		fi_close(&fabric->fid);
+	IBFT_CLOSE(ep);
+	IBFT_CLOSE(cq);
+	IBFT_CLOSE(pep);
+	IBFT_CLOSE(domain);
+	IBFT_CLOSE(eq);
+	IBFT_CLOSE(fabric);
 	hints->handle = NULL;
 	fi_freeinfo(hints);
 	fi_freeinfo(src);

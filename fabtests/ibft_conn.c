@@ -265,26 +265,16 @@ int ibft_connect(struct ibft_conn *c, const struct ibft_conn_opts *o)
 
 void ibft_close(struct ibft_conn *c)
 {
-	if (c->ep)
-		fi_close(&c->ep->fid);
-	if (c->srx)
-		fi_close(&c->srx->fid);
-	if (c->pep)
-		fi_close(&c->pep->fid);
-	if (c->cq)
-		fi_close(&c->cq->fid);
-	if (c->tx_cntr)
-		fi_close(&c->tx_cntr->fid);
-	if (c->rd_cntr)
-		fi_close(&c->rd_cntr->fid);
-	if (c->rx_cntr)
-		fi_close(&c->rx_cntr->fid);
-	if (c->domain)
-		fi_close(&c->domain->fid);
-	if (c->eq)
-		fi_close(&c->eq->fid);
-	if (c->fabric)
-		fi_close(&c->fabric->fid);
+	IBFT_CLOSE(c->ep);
+	IBFT_CLOSE(c->srx);
+	IBFT_CLOSE(c->pep);
+	IBFT_CLOSE(c->cq);
+	IBFT_CLOSE(c->tx_cntr);
+	IBFT_CLOSE(c->rd_cntr);
+	IBFT_CLOSE(c->rx_cntr);
+	IBFT_CLOSE(c->domain);
+	IBFT_CLOSE(c->eq);
+	IBFT_CLOSE(c->fabric);
 	fi_freeinfo(c->info);
 	memset(c, 0, sizeof(*c));
 }
@@ -380,8 +370,7 @@ int ibft_buf_alloc(struct ibft_conn *c, struct ibft_buf *b, size_t len,
 
 void ibft_buf_free(struct ibft_buf *b)
 {
-	if (b->mr)
-		fi_close(&b->mr->fid);
+	IBFT_CLOSE(b->mr);
 	free(b->ptr);
 	memset(b, 0, sizeof(*b));
 }

@@ -414,8 +414,7 @@ static int run(struct side *s)
 
 static void teardown(struct side *s)
 {
-	if (s->mr)
-		fi_close(&s->mr->fid);
+	IBFT_CLOSE(s->mr);
 	if (s->msg)
 		ibft_close(&s->conn);
 	else

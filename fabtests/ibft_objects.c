@@ -231,10 +231,8 @@ static void check_ep_binds(const char *type, struct fid_domain *domain,
 			    NAME("bind-after-enable"));
 #undef NAME
 out:
-	if (ep)
-		fi_close(&ep->fid);
-	if (cq)
-		fi_close(&cq->fid);
+	IBFT_CLOSE(ep);
+	IBFT_CLOSE(cq);
 }
 
 /* An FI_EP_RDM endpoint of provider -p, where it has one. */
@@ -264,12 +262,9 @@ static void check_rdm_ep_binds(void)
 		ret = fi_av_open(domain, &av_attr, &av, NULL);
 	if (IBFT_EXPECT(ret, 0, "rdm-open-fabric-domain-av"))
 		check_ep_binds("rdm", domain, info, &av->fid);
-	if (av)
-		fi_close(&av->fid);
-	if (domain)
-		fi_close(&domain->fid);
-	if (fabric)
-		fi_close(&fabric->fid);
+	IBFT_CLOSE(av);
+	IBFT_CLOSE(domain);
+	IBFT_CLOSE(fabric);
 	fi_freeinfo(info);
 }
 

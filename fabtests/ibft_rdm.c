@@ -102,10 +102,8 @@ static void test_av_events(struct node *n)
 	IBFT_CHECK(ok, "rdm-av-events", "FI_EVENT insert: last read %zd, event "
 		   "%u, data %llu", rd, event, (unsigned long long)e.data);
 out:
-	if (av)
-		fi_close(&av->fid);
-	if (eq)
-		fi_close(&eq->fid);
+	IBFT_CLOSE(av);
+	IBFT_CLOSE(eq);
 }
 
 static void test_av(void)

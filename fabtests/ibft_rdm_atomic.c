@@ -262,8 +262,7 @@ static void test_write_only_region(void)
 	IBFT_CHECK(ok, "atomic-write-only-plain", "a plain atomic on a "
 		   "writable region failed");
 out:
-	if (wmr)
-		fi_close(&wmr->fid);
+	IBFT_CLOSE(wmr);
 }
 
 /* A target endpoint opened without FI_ATOMIC refuses peers' atomics:
@@ -294,8 +293,7 @@ static void test_target_without_atomic(void)
 		   "opened without FI_ATOMIC: error %d, word %llu", err,
 		   (unsigned long long)word[0]);
 out:
-	if (pmr)
-		fi_close(&pmr->fid);
+	IBFT_CLOSE(pmr);
 	node_close(plain);
 }
 
@@ -368,8 +366,7 @@ static void test_close_while_applied(void)
 	IBFT_CHECK(ok, "atomic-close-while-applied", "32 atomics applied by "
 		   "another thread's CQ reads, then fi_close of the region and "
 		   "free: a step failed");
-	if (wmr)
-		fi_close(&wmr->fid);
+	IBFT_CLOSE(wmr);
 	node_close(p);
 	node_close(t);
 }
@@ -459,8 +456,7 @@ int main(int argc, char **argv)
 	test_close_while_applied();
 	test_order();
 out:
-	if (mr)
-		fi_close(&mr->fid);
+	IBFT_CLOSE(mr);
 	close_all();
 	return ibft_finish();
 }

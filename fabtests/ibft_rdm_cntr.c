@@ -404,8 +404,7 @@ out:
 	}
 	/* Endpoints first, then the counters, then the rest. */
 	for (i = 0; i < nnodes; i++) {
-		if (nodes[i]->ep)
-			fi_close(&nodes[i]->ep->fid);
+		IBFT_CLOSE(nodes[i]->ep);
 		nodes[i]->ep = NULL;
 	}
 	IBFT_CHECK((!tx || !fi_close(&tx->fid)) && (!rx || !fi_close(&rx->fid)),

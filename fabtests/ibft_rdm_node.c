@@ -51,8 +51,7 @@ int node_ep_open_bind(struct node *n, uint64_t cq_flags, struct fid_cntr **c,
 {
 	int ret, i;
 
-	if (n->ep)
-		fi_close(&n->ep->fid);
+	IBFT_CLOSE(n->ep);
 	n->ep = NULL;
 	ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
 	if (!ret)
@@ -165,16 +164,11 @@ void node_close(struct node *n)
 	for (i = 0; i < nnodes; i++)
 		if (nodes[i] == n)
 			nodes[i] = nodes[--nnodes];
-	if (n->ep)
-		fi_close(&n->ep->fid);
-	if (n->cq)
-		fi_close(&n->cq->fid);
-	if (n->av)
-		fi_close(&n->av->fid);
-	if (n->domain)
-		fi_close(&n->domain->fid);
-	if (n->fabric)
-		fi_close(&n->fabric->fid);
+	IBFT_CLOSE(n->ep);
+	IBFT_CLOSE(n->cq);
+	IBFT_CLOSE(n->av);
+	IBFT_CLOSE(n->domain);
+	IBFT_CLOSE(n->fabric);
 	fi_freeinfo(n->info);
 	free(n);
 }

@@ -77,8 +77,7 @@ void test_shared_av(void)
 		   "the child's message did not arrive (child exit %d)",
 		   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 out:
-	if (av)
-		fi_close(&av->fid);
+	IBFT_CLOSE(av);
 	close_all();
 }
 

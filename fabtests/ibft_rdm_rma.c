@@ -58,8 +58,7 @@ int region_open(struct node *n, struct region *r, size_t len,
 
 void region_close(struct region *r)
 {
-	if (r->mr)
-		fi_close(&r->mr->fid);
+	IBFT_CLOSE(r->mr);
 	free(r->buf);
 	memset(r, 0, sizeof(*r));
 }
@@ -544,8 +543,7 @@ static void test_reqkey(void)
 			&dup, NULL);
 	IBFT_CHECK(ret == -FI_ENOKEY, "rma-reqkey-taken", "a second region "
 		   "keyed 77: %d (-FI_ENOKEY)", ret);
-	if (dup)
-		fi_close(&dup->fid);
+	IBFT_CLOSE(dup);
 	ret = (int)POST(fi_write(a->ep, msg, 8, NULL, a->peer[1], 0, 78, &c));
 	ok = !ret && !wait_comp(a, &c, WAIT_MS) && c.err == FI_EACCES;
 	IBFT_CHECK(ok, "rma-reqkey-unknown", "a write under key 78, which B "
@@ -580,10 +578,8 @@ static void test_reqkey(void)
 		   "old %llu (5), %s", (unsigned long long)old,
 		   c.err ? fi_strerror(c.err) : "");
 out:
-	if (m1)
-		fi_close(&m1->fid);
-	if (m2)
-		fi_close(&m2->fid);
+	IBFT_CLOSE(m1);
+	IBFT_CLOSE(m2);
 	close_all();
 }
 
@@ -612,8 +608,7 @@ static void test_reqkey_self(void)
 	     !wait_comp(a, &c, WAIT_MS) && !c.err && buf[255] == 's';
 	IBFT_CHECK(ok, "rma-reqkey-self-read", "a read from its own region "
 		   "keyed 79: %s", c.err ? fi_strerror(c.err) : "not there");
-	if (m)
-		fi_close(&m->fid);
+	IBFT_CLOSE(m);
 	memset(buf, 'b', sizeof(buf));
 	ok = ok && !reg_keyed(a, big, sizeof(big), 79, &m) &&
 	     !POST(fi_write(a->ep, buf, sizeof(buf), NULL, a->peer[0], 0, 79,
@@ -622,8 +617,7 @@ static void test_reqkey_self(void)
 	IBFT_CHECK(ok, "rma-reqkey-self-moved", "key 79 moved to a larger "
 		   "region: a 1 KiB write to itself %s",
 		   c.err ? fi_strerror(c.err) : "failed or did not land");
-	if (m)
-		fi_close(&m->fid);
+	IBFT_CLOSE(m);
 out:
 	close_all();
 }

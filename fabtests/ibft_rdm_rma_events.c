@@ -78,12 +78,9 @@ void test_counters(void)
 /* test_counters' counters, once the endpoints they are bound to are closed. */
 void counters_close(void)
 {
-	if (wr)
-		fi_close(&wr->fid);
-	if (rd)
-		fi_close(&rd->fid);
-	if (rw)
-		fi_close(&rw->fid);
+	IBFT_CLOSE(wr);
+	IBFT_CLOSE(rd);
+	IBFT_CLOSE(rw);
 	wr = rd = rw = NULL;
 }
 
@@ -146,8 +143,7 @@ void test_rma_event(uint64_t a_caps, const char *name)
 		   c[1] ? (unsigned long long)fi_cntr_read(c[1]) : 0ull,
 		   mc ? (unsigned long long)fi_cntr_read(mc) : 0ull);
 	region_close(&t);
-	if (mc)
-		fi_close(&mc->fid);
+	IBFT_CLOSE(mc);
 out:
 	for (i = 0; i < 2; i++) {
 		struct node *n = i ? b : a;
@@ -158,8 +154,7 @@ out:
 		}
 	}
 	for (i = 0; i < 2; i++)
-		if (c[i])
-			fi_close(&c[i]->fid);
+		IBFT_CLOSE(c[i]);
 	close_all();
 }
 

@@ -94,8 +94,7 @@ void test_poll(void)
 		   n > 0 ? ctx[0] : NULL, (void *)ns[1]);
 	IBFT_EXPECT(fi_poll_del(ps, &ns[1]->cq->fid, 0), 0, "rdm-poll-del");
 out:
-	if (ps)
-		fi_close(&ps->fid);
+	IBFT_CLOSE(ps);
 	close_all();
 }
 
