@@ -637,7 +637,10 @@ struct ibf_cq_sink {
 int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op);
 
 
-/* Room for n more soft completions; queue one (from any thread). */
+/* Room for n more soft completions; queue one (from any thread).  The
+ * reader writes op's completion if op->user_comp (or op->err) says so,
+ * then gives op back through its release: an op pushed without either is
+ * only released. */
 int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n);
 void ibf_cq_soft_unreserve(struct ibf_cq *cq, uint32_t n);
 void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op);

@@ -352,9 +352,10 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 				break;
 			}
 			cq->soft_head++;
-			if ((op->kind == IBF_OP_URECV ||
-			     op->kind == IBF_OP_MATOMIC) && !op->user_comp) {
-				ibf_op_release(op);	/* a silent one */
+			if (!op->user_comp) {
+				/* Pushed only to be released: a wing's op
+				 * the application asked no completion of. */
+				ibf_op_release(op);
 				continue;
 			}
 			ibf_cq_write_op(cq, buf, src, n++, op);
