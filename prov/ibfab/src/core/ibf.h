@@ -863,6 +863,13 @@ int ibf_qp_to_error(struct ibv_qp *qp);
  * one address are still refused.
  */
 void ibf_cm_reuse_addr(struct rdma_cm_id *id);
+/*
+ * The wings' post paths, at FI_LOG_LEVEL=debug (asked of fi_log_enabled
+ * once, at open): one line per work request of the chain wr, "post: WHO:
+ * write of 8 bytes in 1 sge inline signalled, S slots left".
+ */
+int ibf_post_trace_on(void);
+void ibf_post_trace(const char *who, const struct ibv_send_wr *wr, int slots);
 
 /* ibf_noops.c: what an object does not support answers -FI_ENOSYS. */
 extern struct fi_ops_tagged ibf_no_tagged_ops;

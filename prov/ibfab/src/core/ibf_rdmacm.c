@@ -61,3 +61,44 @@ void ibf_cm_reuse_addr(struct rdma_cm_id *id)
 		IBF_INFO(FI_LOG_EP_CTRL, "RDMA_OPTION_ID_REUSEADDR: %s\n",
 			 strerror(errno));
 }
+
+static const char *ibf_wr_name(enum ibv_wr_opcode opcode)
+{
+	switch (opcode) {
+	case IBV_WR_SEND:
+		return "send";
+	case IBV_WR_SEND_WITH_IMM:
+		return "send with immediate";
+	case IBV_WR_RDMA_WRITE:
+		return "write";
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return "write with immediate";
+	case IBV_WR_RDMA_READ:
+		return "read";
+	default:
+		return "other";
+	}
+}
+
+int ibf_post_trace_on(void)
+{
+	return fi_log_enabled(&ibf_prov, FI_LOG_DEBUG, FI_LOG_EP_DATA);
+}
+
+void ibf_post_trace(const char *who, const struct ibv_send_wr *wr, int slots)
+{
+	uint64_t len;
+	int j;
+
+	for (; wr; wr = wr->next) {
+		for (len = 0, j = 0; j < wr->num_sge; j++)
+			len += wr->sg_list[j].length;
+		fi_log(&ibf_prov, FI_LOG_DEBUG, FI_LOG_EP_DATA, __func__,
+		       __LINE__, "post: %s: %s of %llu bytes in %d sge%s%s, "
+		       "%d slots left\n", who, ibf_wr_name(wr->opcode),
+		       (unsigned long long)len, wr->num_sge,
+		       wr->send_flags & IBV_SEND_INLINE ? " inline" : "",
+		       wr->send_flags & IBV_SEND_SIGNALED ? " signalled" : "",
+		       slots);
+	}
+}

@@ -131,6 +131,7 @@ struct ibf_ep {
 	struct ibf_ring tx;
 	uint32_t tx_unsignalled;	/* posts since the last signalled */
 	uint32_t tx_signal_every;	/* keep the ring reclaimable */
+	int post_trace;		/* each post logged (FI_LOG_LEVEL=debug) */
 	size_t tx_iov_limit;
 	size_t inject_size;
 

@@ -672,6 +672,7 @@ static void ibf_ep_size(struct ibf_ep *ep, const struct fi_info *info)
 	ep->tx.size = ibf_ring_size(tx, dev->max_qp_wr);
 	ep->rx.size = ibf_ring_size(rx, dev->max_qp_wr);
 	ep->tx_signal_every = IBF_MAX(ep->tx.size / 2, 1);
+	ep->post_trace = ibf_post_trace_on();	/* once: not per post */
 	ep->tx_iov_limit = info->tx_attr && info->tx_attr->iov_limit ?
 			   info->tx_attr->iov_limit : ibf_params.tx_iov_limit;
 	ep->rx_iov_limit = info->rx_attr && info->rx_attr->iov_limit ?

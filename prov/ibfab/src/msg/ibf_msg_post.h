@@ -5,7 +5,9 @@
  * Each post takes the next slot of a ring sized at fi_endpoint, so nothing
  * is allocated and no system call is made (ibv_post_send/recv ring the
  * doorbell from user space).  The lock is the one the threading level
- * asked for, which may be none.
+ * asked for, which may be none.  Every send-side work request, the
+ * application's and tagged mode's frames and answers, goes to the QP
+ * through ibf_msg_post_send, which traces it at FI_LOG_LEVEL=debug.
  *
  * Signalling: a send is signalled when the caller wants its completion
  * or a counter counts it, and otherwise once every tx_signal_every posts, so that completions
@@ -70,17 +72,66 @@ static inline struct ibf_cntr *ibf_tx_cntr(const struct ibf_ep *ep,
 	return ep->base.cntr[IBF_CNTR_SEND];
 }
 
+void ibf_msg_post_trace(struct ibf_ep *ep, const struct ibv_send_wr *wr);
+
+/*
+ * The one post to the endpoint's send queue (tx_lock held): a ring slot's
+ * work request (ibf_msg_tx_post) or a tagged-mode answer's.  Traced at
+ * FI_LOG_LEVEL=debug; 0, or what the device's refusal means (a full
+ * queue: -FI_EAGAIN).
+ */
+static inline int ibf_msg_post_send(struct ibf_ep *ep, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	int ret;
+
+	if (unlikely(ep->post_trace))
+		ibf_msg_post_trace(ep, wr);
+	ret = ibv_post_send(ep->id->qp, wr, &bad);
+	if (likely(!ret))
+		return 0;
+	return ret == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(ret);
+}
+
+/* The send ring's next slot (tx_lock held) and *ret 0, or NULL and *ret
+ * -FI_EAGAIN when the ring is full, -FI_EOPBADSTATE when there is no QP. */
+static inline struct ibf_op *ibf_msg_tx_slot(struct ibf_ep *ep, ssize_t *ret)
+{
+	if (unlikely(!ibf_ring_free(&ep->tx) || !ep->id->qp)) {
+		*ret = ep->id->qp ? -FI_EAGAIN : -FI_EOPBADSTATE;
+		return NULL;
+	}
+	*ret = 0;
+	return &ep->tx.ops[ep->tx.head & (ep->tx.size - 1)];
+}
+
+/* Post wr for op, the slot ibf_msg_tx_slot gave and the caller filled
+ * (tx_lock held): signalled when its completion or counter needs it, or
+ * the ring does; the ring moves on once it went. */
+static inline ssize_t ibf_msg_tx_post(struct ibf_ep *ep, struct ibf_op *op,
+				      struct ibv_send_wr *wr)
+{
+	int ret;
+
+	wr->wr_id = (uintptr_t)op;
+	wr->next = NULL;
+	wr->send_flags |= ibf_tx_signal(ep, op->user_comp || op->cntr);
+	ret = ibf_msg_post_send(ep, wr);
+	if (likely(!ret))
+		ep->tx.head++;
+	return ret;
+}
+
 /* Post one send-side work request whose SGEs are filled (len bytes). */
 static inline ssize_t ibf_ep_post_tx_sge(struct ibf_ep *ep,
 					 const struct ibf_tx *tx,
 					 struct ibv_sge *sge, size_t len,
 					 int inline_ok)
 {
-	struct ibv_send_wr wr, *bad;
+	struct ibv_send_wr wr;
 	struct ibf_op *op;
-	int ret;
+	ssize_t ret;
 
-	wr.next = NULL;
 	wr.sg_list = sge;
 	wr.num_sge = (int)tx->count;
 	wr.opcode = tx->opcode;
@@ -91,24 +142,18 @@ static inline ssize_t ibf_ep_post_tx_sge(struct ibf_ep *ep,
 	wr.wr.rdma.rkey = (uint32_t)tx->rkey;
 
 	ibf_lock_acquire(&ep->tx_lock);
-	if (unlikely(!ibf_ring_free(&ep->tx) || !ep->id->qp)) {
-		ibf_lock_release(&ep->tx_lock);
-		return ep->id->qp ? -FI_EAGAIN : -FI_EOPBADSTATE;
+	op = ibf_msg_tx_slot(ep, &ret);
+	if (likely(op)) {
+		op->context = tx->context;
+		op->flags = tx->cq_flags;
+		op->len = len;
+		op->buf = NULL;
+		op->user_comp = tx->comp;
+		op->cntr = ibf_tx_cntr(ep, tx->opcode);
+		ret = ibf_msg_tx_post(ep, op, &wr);
 	}
-	op = &ep->tx.ops[ep->tx.head & (ep->tx.size - 1)];
-	op->context = tx->context;
-	op->flags = tx->cq_flags;
-	op->len = len;
-	op->buf = NULL;
-	op->user_comp = tx->comp;
-	op->cntr = ibf_tx_cntr(ep, tx->opcode);
-	wr.send_flags |= ibf_tx_signal(ep, tx->comp || op->cntr);
-	wr.wr_id = (uintptr_t)op;
-	ret = ibv_post_send(ep->id->qp, &wr, &bad);
-	if (likely(!ret))
-		ep->tx.head++;
 	ibf_lock_release(&ep->tx_lock);
-	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
+	return ret;
 }
 
 static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)

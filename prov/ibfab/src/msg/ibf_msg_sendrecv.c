@@ -2,9 +2,20 @@
 /* fi_send and fi_recv families on FI_EP_MSG endpoints. */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ibf_msg_post.h"
+
+/* ibf_msg_post_send's trace, for FI_LOG_LEVEL=debug (ep->post_trace). */
+void __attribute__((noinline, cold))
+ibf_msg_post_trace(struct ibf_ep *ep, const struct ibv_send_wr *wr)
+{
+	char who[32];
+
+	snprintf(who, sizeof(who), "endpoint qp %u", ep->id->qp->qp_num);
+	ibf_post_trace(who, wr, (int)ibf_ring_free(&ep->tx));
+}
 
 static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 			    void *desc, fi_addr_t src_addr, void *context)

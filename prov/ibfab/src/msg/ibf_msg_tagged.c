@@ -210,19 +210,19 @@ static void ibf_tagged_reply(struct ibf_tagged *t, struct ibf_op *b, size_t len)
 	};
 	struct ibv_send_wr wr = { .wr_id = (uintptr_t)r, .sg_list = &sge,
 				  .num_sge = 1, .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+				  .send_flags = IBV_SEND_SIGNALED };
 	int ret;
 
 	if (len <= t->ep->inject_size)
 		wr.send_flags |= IBV_SEND_INLINE;
 	__atomic_add_fetch(&t->replying, 1, __ATOMIC_RELAXED);
 	ibf_lock_acquire(&t->ep->tx_lock);
-	ret = ibv_post_send(t->ep->id->qp, &wr, &bad);
+	ret = ibf_msg_post_send(t->ep, &wr);
 	ibf_lock_release(&t->ep->tx_lock);
 	if (ret) {
 		__atomic_sub_fetch(&t->replying, 1, __ATOMIC_RELAXED);
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot send an "
-			       "atomic's answer: %s\n", strerror(ret));
+			       "atomic's answer: %s\n", fi_strerror(-ret));
 		ibf_bounce_post(t, b);
 	}
 }
@@ -586,46 +586,41 @@ ssize_t ibf_tagged_send_frame(struct ibf_ep *ep, const struct ibf_tag_hdr *h,
 			      int comp, struct ibf_cntr *cntr)
 {
 	struct ibf_tagged *t = ep->tagged;
-	struct ibv_send_wr wr, *bad;
+	struct ibv_send_wr wr;
 	struct ibf_tag_hdr *hdr;
 	struct ibv_sge sge;
 	struct ibf_op *op;
 	uint8_t *mem;
-	size_t len, slot;
-	int ret;
+	size_t len;
+	ssize_t ret;
 
 	ibf_lock_acquire(&ep->tx_lock);
-	if (unlikely(!ibf_ring_free(&ep->tx) || !ep->id->qp)) {
+	op = ibf_msg_tx_slot(ep, &ret);
+	if (unlikely(!op)) {
 		ibf_lock_release(&ep->tx_lock);
-		return ep->id->qp ? -FI_EAGAIN : -FI_EOPBADSTATE;
+		return ret;
 	}
-	slot = ep->tx.head & (ep->tx.size - 1);
-	mem = t->tx_mem + slot * t->slot;
+	mem = t->tx_mem + (size_t)(op - ep->tx.ops) * t->slot;
 	hdr = (struct ibf_tag_hdr *)mem;
 	*hdr = *h;
 	len = fill(hdr + 1, arg);
 	sge.addr = (uintptr_t)mem;
 	sge.length = (uint32_t)(sizeof(*hdr) + len);
 	sge.lkey = t->tx_mr->lkey;
-	op = &ep->tx.ops[slot];
 	op->context = context;
 	op->flags = op_flags;
 	op->len = len;
 	op->buf = NULL;
 	op->user_comp = comp;
 	op->cntr = cntr;
-	wr.wr_id = (uintptr_t)op;
-	wr.next = NULL;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = (sge.length <= ep->inject_size ? IBV_SEND_INLINE : 0) |
-			ibf_tx_signal(ep, comp || op->cntr);
-	ret = ibv_post_send(ep->id->qp, &wr, &bad);
-	if (likely(!ret))
-		ep->tx.head++;
+	wr.send_flags = sge.length <= ep->inject_size ? IBV_SEND_INLINE : 0;
+	wr.imm_data = 0;
+	ret = ibf_msg_tx_post(ep, op, &wr);
 	ibf_lock_release(&ep->tx_lock);
-	return likely(!ret) ? 0 : ibf_errno_to_fi(ret);
+	return ret;
 }
 
 static void *ibf_alloc_reg(struct ibf_ep *ep, size_t len, int access,

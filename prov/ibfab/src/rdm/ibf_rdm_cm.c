@@ -720,8 +720,7 @@ int ibf_rdm_cm_start(struct ibf_rdm_ep *ep)
 	int ret;
 
 	/* Asked once: the data path cannot afford a call per post. */
-	ep->post_trace = fi_log_enabled(&ibf_prov, FI_LOG_DEBUG,
-					FI_LOG_EP_DATA);
+	ep->post_trace = ibf_post_trace_on();
 	ep->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (ep->stop_fd < 0)
 		return ibf_errno_to_fi(errno);

@@ -26,45 +26,16 @@
 
 #include "ibf_rdm.h"
 
-static const char *ibf_rdm_wr_name(enum ibv_wr_opcode opcode)
-{
-	switch (opcode) {
-	case IBV_WR_SEND:
-		return "send";
-	case IBV_WR_SEND_WITH_IMM:
-		return "send with immediate";
-	case IBV_WR_RDMA_WRITE:
-		return "write";
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return "write with immediate";
-	case IBV_WR_RDMA_READ:
-		return "read";
-	default:
-		return "other";
-	}
-}
-
 /* One line per work request, for FI_LOG_LEVEL=debug (ep->post_trace). */
-static void __attribute__((noinline, cold)) ibf_rdm_post_trace(const struct ibf_rdm_conn *conn,
-			       const struct ibf_rdm_op *op,
-			       const struct ibv_send_wr *wr, int n,
-			       uint32_t epoch)
+static void __attribute__((noinline, cold))
+ibf_rdm_post_trace(const struct ibf_rdm_conn *conn,
+		   const struct ibv_send_wr *wr, uint32_t epoch)
 {
-	uint64_t len;
-	int i, j;
+	char who[48];
 
-	for (i = 0; i < n; i++) {
-		for (len = 0, j = 0; j < wr[i].num_sge; j++)
-			len += wr[i].sg_list[j].length;
-		fi_log(&ibf_prov, FI_LOG_DEBUG, FI_LOG_EP_DATA, __func__,
-		       __LINE__, "post: connection %u life %u: %s of %llu "
-		       "bytes in %d sge%s, op %p, %d slots left\n",
-		       conn->index, epoch, ibf_rdm_wr_name(wr[i].opcode),
-		       (unsigned long long)len, wr[i].num_sge,
-		       wr[i].send_flags & IBV_SEND_INLINE ? " inline" : "",
-		       (const void *)op,
-		       __atomic_load_n(&conn->credits, __ATOMIC_RELAXED));
-	}
+	snprintf(who, sizeof(who), "connection %u life %u", conn->index, epoch);
+	ibf_post_trace(who, wr, __atomic_load_n(&conn->credits,
+						 __ATOMIC_RELAXED));
 }
 
 /* ibf_rdm_post, written into each poster of this file: a call less on
@@ -105,7 +76,7 @@ int ibf_rdm_post_wrs(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	op->post_epoch = epoch;
 	__atomic_add_fetch(&conn->ep->sq_posted, n, __ATOMIC_RELAXED);
 	if (unlikely(conn->ep->post_trace))
-		ibf_rdm_post_trace(conn, op, wr, n, epoch);
+		ibf_rdm_post_trace(conn, wr, epoch);
 	ibf_tsan_release(op);
 	ret = ibv_post_send(id->qp, wr, &bad);
 	if (likely(!ret))
