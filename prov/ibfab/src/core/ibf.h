@@ -191,6 +191,9 @@ int ibf_check_wait_obj(enum fi_wait_obj wait_obj);
 /* ibf_errno.c */
 int ibf_wc_status_to_fi(enum ibv_wc_status status);
 int ibf_errno_to_fi(int err);
+/* The same, for a data-path call the application may retry: ENOMEM (a
+ * full send queue, pinned memory short) is -FI_EAGAIN. */
+int ibf_errno_to_fi_retry(int err);
 
 /* ---- fabric ---- */
 struct ibf_fabric {

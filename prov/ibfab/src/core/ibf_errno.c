@@ -71,3 +71,9 @@ int ibf_errno_to_fi(int err)
 		return -err;
 	}
 }
+
+int ibf_errno_to_fi_retry(int err)
+{
+	return err == ENOMEM || err == -ENOMEM ? -FI_EAGAIN :
+	       ibf_errno_to_fi(err);
+}

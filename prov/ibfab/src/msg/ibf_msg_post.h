@@ -90,7 +90,7 @@ static inline int ibf_msg_post_send(struct ibf_ep *ep, struct ibv_send_wr *wr)
 	ret = ibv_post_send(ep->id->qp, wr, &bad);
 	if (likely(!ret))
 		return 0;
-	return ret == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(ret);
+	return ibf_errno_to_fi_retry(ret);
 }
 
 /* The send ring's next slot (tx_lock held) and *ret 0, or NULL and *ret

@@ -369,7 +369,7 @@ int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	}
 	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "registering %zu bytes at "
 		       "%p: %s\n", len, addr, strerror(errno));
-	return errno == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(errno);
+	return ibf_errno_to_fi_retry(errno);
 }
 
 static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)

@@ -92,7 +92,7 @@ int ibf_rdm_post_wrs(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 			op->read_err = ibf_errno_to_fi(ret);
 		return n - left;
 	}
-	return ret == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(ret);
+	return ibf_errno_to_fi_retry(ret);
 }
 
 int ibf_rdm_post(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
@@ -184,18 +184,13 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	op->reads_left += n;
 	op->part_ready = 0;
 	ret = ibf_rdm_post_wrs(conn, op, wr, n, 0, epoch);
-	if (likely(ret == n)) {
-		if (n == 2 && wr[0].opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-			conn->wimm_sent++;
-		return 0;
-	}
-	if (ret > 0) {
-		/* The header behind a posted write did not go: the op fails
-		 * (ibf_rdm_post said why) once the write completes.  The
-		 * immediate went, so its sequence is spent. */
-		op->reads_left -= n - ret;
+	if (likely(ret > 0)) {
+		/* The write went, so its immediate's sequence is spent.  A
+		 * header refused behind it (ret 1 of 2) fails the op, as
+		 * ibf_rdm_post said, once the write completes. */
 		if (wr[0].opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 			conn->wimm_sent++;
+		op->reads_left -= n - ret;
 		return 0;
 	}
 	op->reads_left -= n;

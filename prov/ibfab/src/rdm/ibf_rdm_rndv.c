@@ -40,11 +40,13 @@ int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 		mr = ibv_reg_mr(ep->base.domain->pd, iov[i].iov_base, iov[i].iov_len,
 				IBV_ACCESS_REMOTE_READ);
 		if (!mr) {
+			int err = errno;	/* before the deregistrations */
+
 			FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "registering "
 				       "a %zu-byte send buffer: %s\n",
-				       iov[i].iov_len, strerror(errno));
+				       iov[i].iov_len, strerror(err));
 			ibf_rdm_unregister(op);
-			return errno == ENOMEM ? -FI_EAGAIN : ibf_errno_to_fi(errno);
+			return ibf_errno_to_fi_retry(err);
 		}
 		op->mr[op->nmr++] = mr;
 		rts->seg[rts->nseg].addr = (uintptr_t)iov[i].iov_base;
