@@ -14,7 +14,90 @@
 
 #include <criterion/criterion.h>
 
+#include "ibf_msg.h"
 #include "ibf_rdm.h"
+
+/* Every op state has a name for the logs. */
+Test(op_life, op_states_are_named)
+{
+	int s;
+
+	for (s = 0; s < IBF_RDM_OP_STATES; s++)
+		cr_assert_str_neq(ibf_rdm_op_state_name(s), "?", "state %d", s);
+	cr_assert_str_eq(ibf_rdm_op_state_name(IBF_RDM_OP_STATES), "?");
+}
+
+/* And every FI_EP_MSG endpoint state, for its debug log. */
+Test(op_life, msg_endpoint_states_are_named)
+{
+	int s;
+
+	for (s = 0; s < IBF_EP_STATES; s++)
+		cr_assert_str_neq(ibf_ep_state_name(s), "?", "state %d", s);
+	cr_assert_str_eq(ibf_ep_state_name(IBF_EP_STATES), "?");
+}
+
+/* Each step of a life, in order, is a move the table allows. */
+static void lives(const enum ibf_rdm_op_state *life, int n)
+{
+	int i;
+
+	for (i = 1; i < n; i++)
+		cr_assert(ibf_rdm_op_move_ok(life[i - 1], life[i]),
+			  "%s -> %s", ibf_rdm_op_state_name(life[i - 1]),
+			  ibf_rdm_op_state_name(life[i]));
+}
+#define LIFE(...) do { \
+	const enum ibf_rdm_op_state l_[] = { __VA_ARGS__ }; \
+	lives(l_, (int)(sizeof(l_) / sizeof(l_[0]))); \
+} while (0)
+
+/* The lives the engine leads (those the suite in the guest showed, with
+ * every assert on) are allowed. */
+Test(op_life, the_engine_lives_are_allowed)
+{
+	LIFE(IBF_RDM_FREE, IBF_RDM_NEW, IBF_RDM_TX, IBF_RDM_FREE);
+	LIFE(IBF_RDM_FREE, IBF_RDM_NEW, IBF_RDM_QUEUED, IBF_RDM_TX_RTS,
+	     IBF_RDM_TX_RTS, IBF_RDM_DONE, IBF_RDM_FREE);
+	LIFE(IBF_RDM_NEW, IBF_RDM_QUEUED, IBF_RDM_DONE);	/* peer gone */
+	LIFE(IBF_RDM_NEW, IBF_RDM_TX_KEYQ, IBF_RDM_TX_RMA, IBF_RDM_TX_RMA,
+	     IBF_RDM_FREE);
+	LIFE(IBF_RDM_NEW, IBF_RDM_TX_ATOMIC, IBF_RDM_DONE);
+	LIFE(IBF_RDM_NEW, IBF_RDM_RX_POSTED, IBF_RDM_RX_READ, IBF_RDM_DONE,
+	     IBF_RDM_FREE);
+	LIFE(IBF_RDM_FREE, IBF_RDM_BOUNCE_POSTED, IBF_RDM_BOUNCE_POSTED,
+	     IBF_RDM_BOUNCE_HELD, IBF_RDM_BOUNCE_CLAIMED, IBF_RDM_BOUNCE_HELD,
+	     IBF_RDM_BOUNCE_FIN, IBF_RDM_BOUNCE_SPARE, IBF_RDM_BOUNCE_POSTED);
+	LIFE(IBF_RDM_FREE, IBF_RDM_GRANT, IBF_RDM_FREE, IBF_RDM_PROBE,
+	     IBF_RDM_FREE);
+}
+
+/* What would lose or corrupt an op is refused. */
+Test(op_life, broken_lives_are_refused)
+{
+	static const enum ibf_rdm_op_state bad[][2] = {
+		{ IBF_RDM_FREE, IBF_RDM_FREE },		/* freed twice */
+		{ IBF_RDM_FREE, IBF_RDM_TX },		/* posted, never taken */
+		{ IBF_RDM_DONE, IBF_RDM_TX },		/* posted while reported */
+		{ IBF_RDM_DONE, IBF_RDM_DONE },		/* reported twice */
+		{ IBF_RDM_RX_POSTED, IBF_RDM_TX },	/* a receive sent */
+		{ IBF_RDM_TX, IBF_RDM_RX_READ },	/* a send reads */
+		{ IBF_RDM_TX_ATOMIC, IBF_RDM_TX_RMA },
+		{ IBF_RDM_BOUNCE_POSTED, IBF_RDM_FREE },	/* a bounce to a free list */
+		{ IBF_RDM_BOUNCE_HELD, IBF_RDM_DONE },
+		{ IBF_RDM_BOUNCE_SPARE, IBF_RDM_BOUNCE_HELD },	/* held off the SRQ */
+		{ IBF_RDM_DRAIN, IBF_RDM_FREE },	/* a drain is the grave's */
+		{ IBF_RDM_NEW, IBF_RDM_DONE },		/* a completion never posted */
+		{ IBF_RDM_OP_STATES, IBF_RDM_FREE },	/* no state */
+		{ IBF_RDM_FREE, IBF_RDM_OP_STATES },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert(!ibf_rdm_op_move_ok(bad[i][0], bad[i][1]), "%s -> %s",
+			  ibf_rdm_op_state_name(bad[i][0]),
+			  ibf_rdm_op_state_name(bad[i][1]));
+}
 
 #ifdef NDEBUG
 
@@ -85,6 +168,21 @@ Test(invariants, freeing_a_free_op_aborts)
 				 .state = IBF_RDM_FREE };
 
 	cr_assert(aborts(op_free, &op));
+	free(op.ep);
+}
+
+static void complete(void *op)
+{
+	ibf_rdm_complete(op, -FI_EIO);
+}
+
+/* A completion of an op that was never posted: the move asserts. */
+Test(invariants, completing_an_op_never_posted_aborts)
+{
+	struct ibf_rdm_op op = { .op.kind = IBF_OP_RDM, .ep = fake_ep(),
+				 .state = IBF_RDM_NEW, .op.context = &op };
+
+	cr_assert(aborts(complete, &op));
 	free(op.ep);
 }
 

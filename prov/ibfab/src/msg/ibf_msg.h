@@ -112,7 +112,13 @@ enum ibf_ep_state {
 	IBF_EP_CONNECTED,
 	IBF_EP_SHUTDOWN,	/* disconnected, by either side */
 	IBF_EP_ERROR,		/* rejected or unreachable */
+	IBF_EP_STATES
 };
+/* A state's name, for logs. */
+const char *ibf_ep_state_name(enum ibf_ep_state state);
+/* Every change of ep->state (atomic) goes through here, said at debug
+ * level; it answers the state before. */
+enum ibf_ep_state ibf_ep_set_state(struct ibf_ep *ep, enum ibf_ep_state to);
 
 struct ibf_ep {
 	struct ibf_ep_base base;	/* fid, CQs, counters, op flags */

@@ -147,10 +147,10 @@ static int ibf_ep_connect(struct fid_ep *ep_fid, const void *addr,
 		return ret;
 	ibf_conn_param(ep, &cp, wire, param, paramlen);
 	ep->active = 1;
-	__atomic_store_n(&ep->state, IBF_EP_CONNECTING, __ATOMIC_RELEASE);
+	ibf_ep_set_state(ep, IBF_EP_CONNECTING);
 	if (rdma_connect(ep->id, &cp)) {
 		ret = ibf_errno_to_fi(errno);
-		__atomic_store_n(&ep->state, IBF_EP_IDLE, __ATOMIC_RELEASE);
+		ibf_ep_set_state(ep, IBF_EP_IDLE);
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_connect: %s\n", fi_strerror(-ret));
 	}
 	return ret;
@@ -192,16 +192,42 @@ static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 	if (ret)
 		return ret;
 	ibf_conn_param(ep, &cp, wire, param, paramlen);
-	__atomic_store_n(&ep->state, IBF_EP_CONNECTING, __ATOMIC_RELEASE);
+	ibf_ep_set_state(ep, IBF_EP_CONNECTING);
 	if (rdma_accept(ep->id, &cp)) {
 		ret = ibf_errno_to_fi(errno);
-		__atomic_store_n(&ep->state, IBF_EP_IDLE, __ATOMIC_RELEASE);
+		ibf_ep_set_state(ep, IBF_EP_IDLE);
 		IBF_WARN(FI_LOG_EP_CTRL, "rdma_accept: %s\n", fi_strerror(-ret));
 		return ret;
 	}
 	/* librdmacm has taken the QP to RTS by now. */
 	ibf_qp_set_rnr_timer(ep->id->qp);
 	return 0;
+}
+
+const char *ibf_ep_state_name(enum ibf_ep_state state)
+{
+	static const char *const names[IBF_EP_STATES] = {
+		[IBF_EP_IDLE] = "idle",
+		[IBF_EP_CONNECTING] = "connecting",
+		[IBF_EP_CONNECTED] = "connected",
+		[IBF_EP_SHUTDOWN] = "shutdown",
+		[IBF_EP_ERROR] = "error",
+	};
+
+	return (unsigned)state < IBF_EP_STATES ? names[state] : "?";
+}
+
+enum ibf_ep_state ibf_ep_set_state(struct ibf_ep *ep, enum ibf_ep_state to)
+{
+	enum ibf_ep_state from;
+
+	assert((unsigned)to < IBF_EP_STATES);
+	/* Connected means a QP to carry it. */
+	assert(to != IBF_EP_CONNECTED || (ep->id && ep->id->qp));
+	from = __atomic_exchange_n(&ep->state, to, __ATOMIC_ACQ_REL);
+	IBF_DBG(FI_LOG_EP_CTRL, "endpoint %p: %s -> %s\n", (void *)ep,
+		ibf_ep_state_name(from), ibf_ep_state_name(to));
+	return from;
 }
 
 static int ibf_ep_shutdown(struct fid_ep *ep_fid, uint64_t flags)
@@ -213,6 +239,8 @@ static int ibf_ep_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 	if (!__atomic_compare_exchange_n(&ep->state, &state, IBF_EP_SHUTDOWN, 0,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return state == IBF_EP_SHUTDOWN ? 0 : -FI_ENOTCONN;
+	IBF_DBG(FI_LOG_EP_CTRL, "endpoint %p: connected -> shutdown\n",
+		(void *)ep);
 	if (rdma_disconnect(ep->id))
 		return ibf_errno_to_fi(errno);
 	return 0;
@@ -302,19 +330,19 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ep->active)
 			ibf_qp_set_rnr_timer(ep->id->qp);
-		__atomic_store_n(&ep->state, IBF_EP_CONNECTED, __ATOMIC_RELEASE);
+		ibf_ep_set_state(ep, IBF_EP_CONNECTED);
 		/* Only the connecting side gets the acceptor's data. */
 		ibf_ep_push_cm(ep, eq, FI_CONNECTED, data, ep->active ? len : 0);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		__atomic_store_n(&ep->state, IBF_EP_ERROR, __ATOMIC_RELEASE);
+		ibf_ep_set_state(ep, IBF_EP_ERROR);
 		ibf_ep_push_err(ep, eq, FI_ECONNREFUSED, ev->status, data, len);
 		break;
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
-		__atomic_store_n(&ep->state, IBF_EP_ERROR, __ATOMIC_RELEASE);
+		ibf_ep_set_state(ep, IBF_EP_ERROR);
 		ibf_ep_push_err(ep, eq, ev->event == RDMA_CM_EVENT_UNREACHABLE ?
 				FI_ETIMEDOUT : FI_EHOSTUNREACH, ev->status, NULL, 0);
 		break;
@@ -323,8 +351,7 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 		 * One that came before ESTABLISHED (its RTU lost or late)
 		 * has nobody to answer, but our receives must flush all the
 		 * same. */
-		switch (__atomic_exchange_n(&ep->state, IBF_EP_SHUTDOWN,
-					    __ATOMIC_ACQ_REL)) {
+		switch (ibf_ep_set_state(ep, IBF_EP_SHUTDOWN)) {
 		case IBF_EP_CONNECTED:
 			rdma_disconnect(ep->id);
 			break;
@@ -337,7 +364,7 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 		ibf_ep_push_cm(ep, eq, FI_SHUTDOWN, NULL, 0);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		__atomic_store_n(&ep->state, IBF_EP_ERROR, __ATOMIC_RELEASE);
+		ibf_ep_set_state(ep, IBF_EP_ERROR);
 		ibf_ep_push_err(ep, eq, FI_ENODEV, 0, NULL, 0);
 		break;
 	default:

@@ -321,9 +321,9 @@ void ibf_rdm_probe(struct ibf_rdm_conn *conn)
 	}
 	memset(&conn->probe_hdr, 0, sizeof(conn->probe_hdr));
 	conn->probe_hdr.type = IBF_RDM_PING;
-	__atomic_store_n(&op->state, IBF_RDM_PROBE, __ATOMIC_RELEASE);
+	ibf_rdm_op_to_atomic(op, IBF_RDM_PROBE);
 	if (ibf_rdm_post_send(conn, op, &sge, 1, 1))
-		__atomic_store_n(&op->state, IBF_RDM_FREE, __ATOMIC_RELEASE);
+		ibf_rdm_op_to_atomic(op, IBF_RDM_FREE);
 }
 
 /* Whether the endpoint has an accepting half of a connection to itself

@@ -717,7 +717,7 @@ int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status)
 	switch (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE)) {
 	case IBF_RDM_PROBE:
 		/* A PING: its outcome was all it had to say. */
-		__atomic_store_n(&op->state, IBF_RDM_FREE, __ATOMIC_RELEASE);
+		ibf_rdm_op_to_atomic(op, IBF_RDM_FREE);
 		return 1;
 	case IBF_RDM_DRAIN:
 		ibf_rdm_grave_drained(op);
@@ -771,7 +771,7 @@ static struct ibf_rdm_op *ibf_rdm_grant_op(struct ibf_rdm_conn *conn)
 		op->ep = conn->ep;
 		op->conn = conn;
 		op->op.kind = IBF_OP_RDM;
-		op->state = IBF_RDM_FREE;
+		op->state = IBF_RDM_FREE;	/* born free, not a move */
 	}
 	return op;
 }
@@ -895,7 +895,7 @@ ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		break;
 	}
 	if (!ret) {
-		op->state = IBF_RDM_QUEUED;
+		ibf_rdm_op_to(op, IBF_RDM_QUEUED);
 		ibf_rdm_fifo_push(&conn->queue_head, &conn->queue_tail, op);
 	}
 	pthread_mutex_unlock(&ep->cm_lock);

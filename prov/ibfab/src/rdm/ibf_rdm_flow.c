@@ -111,12 +111,12 @@ static void ibf_rdm_grant_post(struct ibf_rdm_conn *conn)
 		return;		/* what is owed goes when it completes */
 	ibf_rdm_wr_init(&wr, IBV_WR_SEND_WITH_IMM, NULL, 0, IBV_SEND_SIGNALED);
 	wr.imm_data = htonl(conn->owed);
-	op->state = IBF_RDM_GRANT;
+	ibf_rdm_op_to(op, IBF_RDM_GRANT);
 	ret = ibf_rdm_post(conn, op, &wr, 1, 0, epoch);
 	if (unlikely(ret < 0)) {
 		/* A full send queue: the next completion of conn retries
 		 * (ibf_rdm_grant_retry).  No QP: the life is over. */
-		op->state = IBF_RDM_FREE;
+		ibf_rdm_op_to(op, IBF_RDM_FREE);
 		return;
 	}
 	conn->rx_left += (int)conn->owed;
@@ -142,6 +142,6 @@ void ibf_rdm_grant_retry(struct ibf_rdm_conn *conn)
 
 void ibf_rdm_grant_done(struct ibf_rdm_op *op)
 {
-	op->state = IBF_RDM_FREE;
+	ibf_rdm_op_to(op, IBF_RDM_FREE);
 	ibf_rdm_grant_retry(op->conn);
 }

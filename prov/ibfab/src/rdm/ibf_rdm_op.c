@@ -162,13 +162,107 @@ int ibf_rdm_bounce_owned(struct ibf_rdm_ep *ep, const void *p)
 	return 0;
 }
 
+const char *ibf_rdm_op_state_name(enum ibf_rdm_op_state state)
+{
+	static const char *const names[IBF_RDM_OP_STATES] = {
+		[IBF_RDM_FREE] = "free",
+		[IBF_RDM_NEW] = "new",
+		[IBF_RDM_TX] = "tx",
+		[IBF_RDM_TX_RTS] = "tx-rts",
+		[IBF_RDM_QUEUED] = "queued",
+		[IBF_RDM_RX_POSTED] = "rx-posted",
+		[IBF_RDM_RX_READ] = "rx-read",
+		[IBF_RDM_BOUNCE_POSTED] = "bounce-posted",
+		[IBF_RDM_BOUNCE_HELD] = "bounce-held",
+		[IBF_RDM_BOUNCE_FIN] = "bounce-fin",
+		[IBF_RDM_DONE] = "done",
+		[IBF_RDM_PROBE] = "probe",
+		[IBF_RDM_DRAIN] = "drain",
+		[IBF_RDM_BOUNCE_SPARE] = "bounce-spare",
+		[IBF_RDM_TX_RMA] = "tx-rma",
+		[IBF_RDM_TX_ATOMIC] = "tx-atomic",
+		[IBF_RDM_BOUNCE_CLAIMED] = "bounce-claimed",
+		[IBF_RDM_GRANT] = "grant",
+		[IBF_RDM_TX_KEYQ] = "tx-keyq",
+	};
+
+	return (unsigned)state < IBF_RDM_OP_STATES && names[state] ?
+	       names[state] : "?";
+}
+
+#define IBF_S(s) (1u << IBF_RDM_##s)
+/*
+ * The life of an op: the states each may go to.
+ *
+ * A send op is taken (NEW) and posted, or queued for its connection; a
+ * post puts it in its kind's sending state before the device can
+ * complete it (progress on another thread may see the completion at
+ * once), so a post the queue or the peer's window refused leaves it
+ * there: it may then be queued, posted again from the queue (the same
+ * state), or freed unsent.  It ends freed, or DONE until the CQ's reader
+ * frees it.  A part of a split RMA is posted in TX_RMA; a KEYQ answered
+ * becomes its RMA; a failed RTS is a plain send whose late FIN is
+ * ignored.  A receive is posted, may read a rendezvous message, and ends
+ * the same way.  A bounce goes round the SRQ: posted, holding a message
+ * (claimed by FI_PEEK | FI_CLAIM), sending a FIN from its buffer, and back
+ * to the SRQ or the spares; it is still POSTED while its arrival is
+ * handled, so POSTED may follow POSTED.  A PING or a grant is sent and
+ * freed.  Drains are born DRAIN and never move.
+ */
+#define IBF_SENDING (IBF_S(FREE) | IBF_S(DONE) | IBF_S(QUEUED))
+static const uint32_t ibf_rdm_op_moves[IBF_RDM_OP_STATES] = {
+	[IBF_RDM_FREE] = IBF_S(NEW) | IBF_S(PROBE) | IBF_S(GRANT) |
+			 IBF_S(BOUNCE_POSTED),
+	[IBF_RDM_NEW] = IBF_S(FREE) | IBF_S(QUEUED) | IBF_S(RX_POSTED) |
+			IBF_S(TX) | IBF_S(TX_RTS) | IBF_S(TX_RMA) |
+			IBF_S(TX_ATOMIC) | IBF_S(TX_KEYQ),
+	[IBF_RDM_QUEUED] = IBF_S(FREE) | IBF_S(DONE) | IBF_S(TX) |
+			   IBF_S(TX_RTS) | IBF_S(TX_RMA) | IBF_S(TX_ATOMIC) |
+			   IBF_S(TX_KEYQ),
+	[IBF_RDM_TX] = IBF_SENDING | IBF_S(TX),
+	[IBF_RDM_TX_RTS] = IBF_SENDING | IBF_S(TX_RTS) | IBF_S(TX),
+	[IBF_RDM_TX_RMA] = IBF_SENDING | IBF_S(TX_RMA),
+	[IBF_RDM_TX_ATOMIC] = IBF_SENDING | IBF_S(TX_ATOMIC),
+	[IBF_RDM_TX_KEYQ] = IBF_SENDING | IBF_S(TX_KEYQ) | IBF_S(TX_RMA),
+	[IBF_RDM_RX_POSTED] = IBF_S(FREE) | IBF_S(DONE) | IBF_S(RX_READ),
+	[IBF_RDM_RX_READ] = IBF_S(FREE) | IBF_S(DONE),
+	[IBF_RDM_DONE] = IBF_S(FREE),
+	[IBF_RDM_BOUNCE_POSTED] = IBF_S(BOUNCE_POSTED) | IBF_S(BOUNCE_HELD) |
+				  IBF_S(BOUNCE_FIN) | IBF_S(BOUNCE_SPARE),
+	[IBF_RDM_BOUNCE_HELD] = IBF_S(BOUNCE_HELD) | IBF_S(BOUNCE_CLAIMED) |
+				IBF_S(BOUNCE_FIN) | IBF_S(BOUNCE_POSTED) |
+				IBF_S(BOUNCE_SPARE),
+	[IBF_RDM_BOUNCE_CLAIMED] = IBF_S(BOUNCE_HELD) | IBF_S(BOUNCE_POSTED) |
+				   IBF_S(BOUNCE_SPARE),
+	[IBF_RDM_BOUNCE_FIN] = IBF_S(BOUNCE_FIN) | IBF_S(BOUNCE_POSTED) |
+			       IBF_S(BOUNCE_SPARE),
+	[IBF_RDM_BOUNCE_SPARE] = IBF_S(BOUNCE_POSTED),
+	[IBF_RDM_PROBE] = IBF_S(FREE),
+	[IBF_RDM_GRANT] = IBF_S(FREE),
+	[IBF_RDM_DRAIN] = 0,
+};
+#undef IBF_SENDING
+#undef IBF_S
+_Static_assert(IBF_RDM_OP_STATES <= 32, "a state is a bit of a move mask");
+
+int ibf_rdm_op_move_ok(enum ibf_rdm_op_state from, enum ibf_rdm_op_state to)
+{
+	if ((unsigned)from < IBF_RDM_OP_STATES && (unsigned)to < IBF_RDM_OP_STATES &&
+	    (ibf_rdm_op_moves[from] & (1u << to)))
+		return 1;
+	IBF_WARN(FI_LOG_EP_DATA, "an op went from %s to %s, which its life "
+		 "does not allow: a bug in ibfab, please report it\n",
+		 ibf_rdm_op_state_name(from), ibf_rdm_op_state_name(to));
+	return 0;
+}
+
 struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
 {
 	struct ibf_rdm_op *op = ep->tx_free;
 
 	if (likely(op)) {
 		ep->tx_free = op->next;
-		op->state = IBF_RDM_NEW;
+		ibf_rdm_op_to(op, IBF_RDM_NEW);
 	}
 	return op;
 }
@@ -179,7 +273,7 @@ struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep *ep)
 
 	if (likely(op)) {
 		ep->rx_free = op->next;
-		op->state = IBF_RDM_NEW;
+		ibf_rdm_op_to(op, IBF_RDM_NEW);
 	}
 	return op;
 }
@@ -188,8 +282,7 @@ void ibf_rdm_op_free(struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_ep *ep = op->ep;
 
-	assert(op->state != IBF_RDM_FREE);	/* freed once */
-	op->state = IBF_RDM_FREE;
+	ibf_rdm_op_to(op, IBF_RDM_FREE);
 	if (ibf_rdm_is_tx(op)) {
 		op->next = ep->tx_free;
 		ep->tx_free = op;
@@ -221,14 +314,14 @@ static int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 				  .num_sge = 1 }, *bad;
 	int ret;
 
-	b->state = IBF_RDM_BOUNCE_POSTED;
+	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_POSTED);
 	b->conn = NULL;
 	ibf_tsan_release(b);
 	ret = ibv_post_srq_recv(ep->srq, &wr, &bad);
 	if (unlikely(ret)) {
 		IBF_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s: one eager "
 			 "buffer fewer\n", strerror(ret));
-		b->state = IBF_RDM_BOUNCE_SPARE;
+		ibf_rdm_op_to(b, IBF_RDM_BOUNCE_SPARE);
 		return ibf_errno_to_fi(ret);
 	}
 	ep->srq_posted++;
@@ -241,7 +334,7 @@ int ibf_rdm_bounce_release(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 		ep->up->request_done(ep, b);	/* its credit, its share */
 	if (likely(ep->srq_posted < ep->nbounce))
 		return ibf_rdm_bounce_post(ep, b);
-	b->state = IBF_RDM_BOUNCE_SPARE;	/* replaced while it was held */
+	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_SPARE);	/* replaced while it was held */
 	b->conn = NULL;
 	b->next = ep->spare;
 	ep->spare = b;
@@ -296,7 +389,7 @@ static int ibf_rdm_bounce_grow(struct ibf_rdm_ep *ep)
 
 		ibf_rdm_op_setup(ep, b, c->mem + (size_t)i * ep->slot,
 				 c->mr->lkey, 1);
-		b->state = IBF_RDM_BOUNCE_SPARE;
+		b->state = IBF_RDM_BOUNCE_SPARE;	/* born a spare */
 		b->next = ep->spare;
 		ep->spare = b;
 	}
@@ -424,7 +517,7 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 		return;
 	}
 	op->op.err = -err;
-	op->state = IBF_RDM_DONE;
+	ibf_rdm_op_to(op, IBF_RDM_DONE);
 	ibf_cq_soft_push(cq, &op->op);
 }
 

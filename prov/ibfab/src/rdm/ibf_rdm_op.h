@@ -48,6 +48,7 @@ enum ibf_rdm_op_state {
 	IBF_RDM_GRANT,		/* a connection's credit grant, in flight */
 	IBF_RDM_TX_KEYQ,	/* an RMA asking its target for a requested
 				 * key's region, or waiting to go once told */
+	IBF_RDM_OP_STATES
 };
 
 /* What a send op posts (ibf_rdm_rma.c builds the RMA ones). */
@@ -141,6 +142,31 @@ struct ibf_rdm_op {
 	int rma_kind;
 	int key_ready;
 };
+
+/* A state's name, for logs; whether an op may go from one to the other
+ * (ibf_rdm_op.c holds the table of its life). */
+const char *ibf_rdm_op_state_name(enum ibf_rdm_op_state state);
+int ibf_rdm_op_move_ok(enum ibf_rdm_op_state from, enum ibf_rdm_op_state to);
+
+/*
+ * Every change of an op's state goes through here, so test builds check
+ * it against the table (assert; compiled out with NDEBUG, so a plain
+ * store in the shipped library).
+ */
+static inline void ibf_rdm_op_to(struct ibf_rdm_op *op,
+				 enum ibf_rdm_op_state to)
+{
+	assert(ibf_rdm_op_move_ok(op->state, to));
+	op->state = to;
+}
+
+/* The same for a state other threads read atomically (PROBE, GRANT). */
+static inline void ibf_rdm_op_to_atomic(struct ibf_rdm_op *op,
+					enum ibf_rdm_op_state to)
+{
+	assert(ibf_rdm_op_move_ok(op->state, to));
+	__atomic_store_n(&op->state, to, __ATOMIC_RELEASE);
+}
 
 static inline struct ibf_rdm_op *ibf_rdm_op_of(struct ibf_mq_entry *e)
 {

@@ -178,7 +178,7 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 				 ep->max_inline ? IBV_SEND_INLINE : 0));
 	}
 	op->epoch = epoch;
-	op->state = op->tx_state;
+	ibf_rdm_op_to(op, op->tx_state);
 	/* Before the post: its completions may be taken at once by progress
 	 * on another thread (a queued op is posted by the connection's). */
 	op->reads_left += n;
@@ -259,7 +259,7 @@ int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 
 		epoch = ibf_rdm_conn_epoch(conn);	/* first: ibf_rdm_post */
 		op->epoch = epoch;
-		op->state = op->tx_state;
+		ibf_rdm_op_to(op, op->tx_state);
 		ret = unlikely(op->wr_kind == IBF_RDM_WR_KEYQ) ?
 		      ibf_rdm_post_keyq(conn, op, epoch) :
 		      ibf_rdm_post_msg(conn, op, &sge, 1,

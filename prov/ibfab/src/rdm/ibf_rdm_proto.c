@@ -169,7 +169,7 @@ struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 	r->nmr = 0;
 	r->nmrc = 0;
 	r->uncounted = 0;
-	r->state = IBF_RDM_RX_POSTED;
+	ibf_rdm_op_to(r, IBF_RDM_RX_POSTED);
 	return r;
 }
 
@@ -347,7 +347,7 @@ static void ibf_rdm_on_message(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 		ibf_rdm_deliver_multi(ep, r, b);
 		return;
 	}
-	b->state = IBF_RDM_BOUNCE_HELD;
+	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_HELD);
 	ibf_mq_park(ibf_rdm_unexp_q(ep, b->tagged), &b->me);
 	if (r) {
 		/* No op to report it, or older ones wait: behind them. */

@@ -334,7 +334,7 @@ void ibf_rdm_keyq_resume(struct ibf_rdm_op *op)
 	ssize_t ret = ibf_rdm_conn_send(op->conn, op);
 
 	if (ret == -FI_EAGAIN) {
-		op->state = IBF_RDM_TX_KEYQ;
+		ibf_rdm_op_to(op, IBF_RDM_TX_KEYQ);
 		ibf_rdm_stall(op->conn, op);	/* a slot or a grant: again */
 		return;
 	}
@@ -533,7 +533,7 @@ static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	r->nmr = 0;
 	r->nmrc = 0;
 	r->multi = 0;
-	r->state = IBF_RDM_RX_POSTED;
+	ibf_rdm_op_to(r, IBF_RDM_RX_POSTED);
 	ibf_rdm_bounce_release(ep, b);
 	ibf_rdm_complete(r, 0);
 }
@@ -617,7 +617,7 @@ void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_rdm_wdata_report(ep, r, b);
 		return;
 	}
-	b->state = IBF_RDM_BOUNCE_HELD;
+	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_HELD);
 	ibf_rdm_list_append(&ep->wdata_wait, b);
 }
 

@@ -83,7 +83,7 @@ int ibf_rdm_rts_fits(const struct ibf_rdm_op *b, uint32_t byte_len)
 void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err)
 {
 	if (err) {
-		op->state = IBF_RDM_TX;	/* a late FIN is ignored */
+		ibf_rdm_op_to(op, IBF_RDM_TX);	/* a late FIN is ignored */
 		ibf_rdm_complete(op, err);
 	} else if (--op->reads_left == 0) {
 		ibf_rdm_complete(op, op->read_err);
@@ -110,7 +110,7 @@ void ibf_rdm_reply_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	};
 	int ret;
 
-	b->state = IBF_RDM_BOUNCE_FIN;
+	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_FIN);
 	if (ibf_rdm_bounce_stale(b)) {
 		ibf_rdm_bounce_release(ep, b);	/* no one to answer any more */
 		return;
@@ -252,8 +252,8 @@ void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	r->rd_iov = 0;
 	r->rd_ioff = 0;
 	r->rd_left = want;
-	b->state = IBF_RDM_BOUNCE_HELD;
-	r->state = IBF_RDM_RX_READ;
+	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_HELD);
+	ibf_rdm_op_to(r, IBF_RDM_RX_READ);
 	for (i = 0; want && !ret && i < r->count; i++)
 		if (r->iov[i].iov_len)
 			ret = ibf_rdm_rx_lkey(ep, r, i, &r->lkey[i]);

@@ -143,7 +143,7 @@ static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *m
 	if (flags & FI_DISCARD) {
 		ibf_rdm_discard(ep, b);
 	} else if (flags & FI_CLAIM) {
-		b->state = IBF_RDM_BOUNCE_CLAIMED;
+		ibf_rdm_op_to(b, IBF_RDM_BOUNCE_CLAIMED);
 		((struct fi_context *)msg->context)->internal[0] = b;
 	}
 	ibf_rdm_complete(r, 0);
@@ -183,7 +183,7 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 		return -FI_EAGAIN;
 	}
 	((struct fi_context *)msg->context)->internal[0] = NULL;
-	b->state = IBF_RDM_BOUNCE_HELD;	/* taken: this claim's now */
+	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_HELD);	/* taken: this claim's now */
 	if (flags & FI_DISCARD) {
 		r->op.len = 0;
 		r->op.tag = b->op.tag;
