@@ -848,8 +848,18 @@ struct ibf_ep_base {
 };
 int ibf_ep_base_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
 int ibf_ep_base_control(struct fid *fid, int command, void *arg);
-/* Closing: let go of the CQs and counters bound. */
-void ibf_ep_base_unbind(struct ibf_ep_base *b);
+/* Whether a counter is bound; whether one bound sleeps (FI_WAIT_*). */
+int ibf_ep_base_has_cntr(const struct ibf_ep_base *b);
+int ibf_ep_base_cntr_waits(const struct ibf_ep_base *b);
+/* fi_enable: every counter bound progresses the endpoint through hook
+ * and sleeps on fd (-1: none); all of them or, on failure, none. */
+int ibf_ep_base_attach_cntrs(struct ibf_ep_base *b, struct ibf_progress *hook,
+			     const int fd[2]);
+/* Closing: the counters stop progressing the endpoint (any attached). */
+void ibf_ep_base_detach_cntrs(struct ibf_ep_base *b, struct ibf_progress *hook);
+/* The last step of every endpoint's close: it lets go of the CQs and
+ * counters bound, its domain and its info (the kind frees itself). */
+void ibf_ep_base_close(struct ibf_ep_base *b);
 
 /* ---- rdma_cm and QP helpers both endpoint kinds use (ibf_rdmacm.c) ---- */
 /* Connection parameters ibfab uses everywhere (reads, retries). */

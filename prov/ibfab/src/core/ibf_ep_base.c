@@ -59,7 +59,50 @@ int ibf_ep_base_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	}
 }
 
-void ibf_ep_base_unbind(struct ibf_ep_base *b)
+int ibf_ep_base_has_cntr(const struct ibf_ep_base *b)
+{
+	int k;
+
+	for (k = 0; k < IBF_CNTR_KINDS; k++)
+		if (b->cntr[k])
+			return 1;
+	return 0;
+}
+
+int ibf_ep_base_cntr_waits(const struct ibf_ep_base *b)
+{
+	int k;
+
+	for (k = 0; k < IBF_CNTR_KINDS; k++)
+		if (b->cntr[k] && b->cntr[k]->waitable)
+			return 1;
+	return 0;
+}
+
+int ibf_ep_base_attach_cntrs(struct ibf_ep_base *b, struct ibf_progress *hook,
+			     const int fd[2])
+{
+	int k, ret;
+
+	for (k = 0; k < IBF_CNTR_KINDS; k++) {
+		if (b->cntr[k] && (ret = ibf_cntr_add_ep(b->cntr[k], hook, fd))) {
+			ibf_ep_base_detach_cntrs(b, hook);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+void ibf_ep_base_detach_cntrs(struct ibf_ep_base *b, struct ibf_progress *hook)
+{
+	int k;
+
+	for (k = 0; k < IBF_CNTR_KINDS; k++)
+		if (b->cntr[k])
+			ibf_cntr_del_ep(b->cntr[k], hook);
+}
+
+static void ibf_ep_base_unbind(struct ibf_ep_base *b)
 {
 	int k;
 
@@ -73,6 +116,14 @@ void ibf_ep_base_unbind(struct ibf_ep_base *b)
 	if (b->rx_cq)
 		ibf_ref_put(&b->rx_cq->ref);
 	b->tx_cq = b->rx_cq = NULL;
+}
+
+void ibf_ep_base_close(struct ibf_ep_base *b)
+{
+	ibf_ep_base_unbind(b);
+	ibf_ref_put(&b->domain->ref);
+	fi_freeinfo(b->info);
+	b->info = NULL;
 }
 
 int ibf_ep_base_control(struct fid *fid, int command, void *arg)

@@ -171,16 +171,6 @@ static void ibf_ep_unreserve_cqs(struct ibf_ep *ep)
 	ibf_cq_unreserve(ibf_ep_recv_cq(ep), ibf_ep_rx_depth(ep));
 }
 
-static int ibf_ep_has_cntr(const struct ibf_ep *ep)
-{
-	int k;
-
-	for (k = 0; k < IBF_CNTR_KINDS; k++)
-		if (ep->base.cntr[k])
-			return 1;
-	return 0;
-}
-
 /*
  * Counters and no CQ: the QP completes to a CQ of the endpoint's own,
  * which only counters read, with a channel if one of them sleeps.
@@ -189,12 +179,10 @@ static int ibf_ep_open_own_cq(struct ibf_ep *ep)
 {
 	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_CONTEXT };
 	struct fid_cq *cq;
-	int k, ret;
+	int ret;
 
-	attr.wait_obj = FI_WAIT_NONE;
-	for (k = 0; k < IBF_CNTR_KINDS; k++)
-		if (ep->base.cntr[k] && ep->base.cntr[k]->waitable)
-			attr.wait_obj = FI_WAIT_FD;
+	attr.wait_obj = ibf_ep_base_cntr_waits(&ep->base) ? FI_WAIT_FD :
+			FI_WAIT_NONE;
 	ret = ibf_cq_open(&ep->base.domain->domain_fid, &attr, &cq, NULL);
 	if (ret)
 		return ret;
@@ -235,11 +223,7 @@ static int ibf_ep_cntr_trywait(struct ibf_progress *hook)
 
 static void ibf_ep_detach_cntrs(struct ibf_ep *ep)
 {
-	int k;
-
-	for (k = 0; k < IBF_CNTR_KINDS; k++)
-		if (ep->base.cntr[k])
-			ibf_cntr_del_ep(ep->base.cntr[k], &ep->cntr_hook);
+	ibf_ep_base_detach_cntrs(&ep->base, &ep->cntr_hook);
 }
 
 /* Counters progress (and sleep on) the endpoint's CQs from now on; the
@@ -247,9 +231,9 @@ static void ibf_ep_detach_cntrs(struct ibf_ep *ep)
 static int ibf_ep_attach_cntrs(struct ibf_ep *ep)
 {
 	struct ibf_cq *scq = ibf_ep_send_cq(ep), *rcq = ibf_ep_recv_cq(ep);
-	int fd[2], k, ret;
+	int fd[2], ret;
 
-	if (!ibf_ep_has_cntr(ep))
+	if (!ibf_ep_base_has_cntr(&ep->base))
 		return 0;
 	ret = ibf_cq_use_reports(scq);
 	if (!ret && rcq != scq)
@@ -261,14 +245,7 @@ static int ibf_ep_attach_cntrs(struct ibf_ep *ep)
 	fd[1] = rcq != scq && rcq->channel ? rcq->channel->fd : -1;
 	ep->cntr_hook = (struct ibf_progress){ ibf_ep_cntr_progress,
 					       ibf_ep_cntr_trywait };
-	for (k = 0; k < IBF_CNTR_KINDS; k++) {
-		if (ep->base.cntr[k] &&
-		    (ret = ibf_cntr_add_ep(ep->base.cntr[k], &ep->cntr_hook, fd))) {
-			ibf_ep_detach_cntrs(ep);
-			return ret;
-		}
-	}
-	return 0;
+	return ibf_ep_base_attach_cntrs(&ep->base, &ep->cntr_hook, fd);
 }
 
 static int ibf_ep_enable(struct ibf_ep *ep)
@@ -277,7 +254,7 @@ static int ibf_ep_enable(struct ibf_ep *ep)
 
 	if (ep->base.enabled)
 		return 0;
-	if (!ep->base.tx_cq && !ep->base.rx_cq && !ibf_ep_has_cntr(ep)) {
+	if (!ep->base.tx_cq && !ep->base.rx_cq && !ibf_ep_base_has_cntr(&ep->base)) {
 		IBF_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a CQ or a counter "
 			 "first\n");
 		return -FI_ENOCQ;
@@ -494,12 +471,10 @@ static int ibf_ep_close(struct fid *fid)
 		fi_close(&ep->own_cq->cq_fid.fid);
 	if (ep->id)
 		rdma_destroy_id(ep->id);
-	ibf_ep_base_unbind(&ep->base);
 	if (ep->eq)
 		ibf_ref_put(&ep->eq->ref);
 	if (ep->srx)
 		ibf_ref_put(&ep->srx->ref);
-	ibf_ref_put(&ep->base.domain->ref);
 	if (leak) {
 		IBF_WARN(FI_LOG_EP_CTRL, "the device did not flush every work "
 			 "request; keeping the endpoint's rings allocated\n");
@@ -510,7 +485,7 @@ static int ibf_ep_close(struct fid *fid)
 	free(ep->rx_wait);
 	ibf_lock_fini(&ep->tx_lock);
 	ibf_lock_fini(&ep->rx_lock);
-	fi_freeinfo(ep->base.info);
+	ibf_ep_base_close(&ep->base);
 	free(ep);
 	return 0;
 }

@@ -143,42 +143,6 @@ static void ibf_rdm_unreserve_cqs(struct ibf_rdm_ep *ep)
 	ep->soft_reserved = 0;
 }
 
-/* Does a counter bound to ep sleep (so ep needs a completion channel)? */
-static int ibf_rdm_cntr_waits(const struct ibf_rdm_ep *ep)
-{
-	int k;
-
-	for (k = 0; k < IBF_CNTR_KINDS; k++)
-		if (ep->base.cntr[k] && ep->base.cntr[k]->waitable)
-			return 1;
-	return 0;
-}
-
-/* Counters progress us when read, and wake on our channel. */
-static int ibf_rdm_attach_cntrs(struct ibf_rdm_ep *ep)
-{
-	int k, ret;
-
-	for (k = 0; k < IBF_CNTR_KINDS; k++) {
-		if (!ep->base.cntr[k])
-			continue;
-		ret = ibf_cntr_add_ep(ep->base.cntr[k], &ep->hook,
-				      (const int[2]){ ibf_rdm_channel_fd(ep), -1 });
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static void ibf_rdm_detach_cntrs(struct ibf_rdm_ep *ep)
-{
-	int k;
-
-	for (k = 0; k < IBF_CNTR_KINDS; k++)
-		if (ep->base.cntr[k])
-			ibf_cntr_del_ep(ep->base.cntr[k], &ep->hook);
-}
-
 /*
  * The endpoint's own CQ, which every QP of it completes to, sized so it
  * cannot overflow; with a completion channel if a user CQ can be waited on.
@@ -189,7 +153,7 @@ static int ibf_rdm_hcq_open(struct ibf_rdm_ep *ep)
 	int size = (int)(ibf_rdm_sq_need(ep) + ep->nbounce) + IBF_RDM_DRAINS;
 
 	if (ep->auto_progress || (ep->base.tx_cq && ep->base.tx_cq->channel) ||
-	    (ep->base.rx_cq && ep->base.rx_cq->channel) || ibf_rdm_cntr_waits(ep) ||
+	    (ep->base.rx_cq && ep->base.rx_cq->channel) || ibf_ep_base_cntr_waits(&ep->base) ||
 	    ep->rma_event) {	/* a region's counter may sleep on us */
 		ep->channel_cq = ibv_create_comp_channel(ep->base.domain->verbs);
 		if (!ep->channel_cq)
@@ -262,7 +226,9 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	ret = ibf_rdm_attach_cqs(ep);
 	if (ret)
 		return ret;
-	ret = ibf_rdm_attach_cntrs(ep);
+	/* Counters progress us when read, and wake on our channel. */
+	ret = ibf_ep_base_attach_cntrs(&ep->base, &ep->hook,
+				       (const int[2]){ ibf_rdm_channel_fd(ep), -1 });
 	if (ret)
 		return ret;
 	if (ep->rma_event) {
@@ -376,7 +342,7 @@ static int ibf_rdm_close(struct fid *fid)
 	ibf_rdm_unhook_cqs(ep);
 	if (ep->event_added)
 		ibf_domain_event_ep_del(ep->base.domain, &ep->hook);
-	ibf_rdm_detach_cntrs(ep);
+	ibf_ep_base_detach_cntrs(&ep->base, &ep->hook);
 	if (ep->soft_reserved)
 		ibf_rdm_drain(ep);
 	ibf_rdm_unreserve_cqs(ep);
@@ -386,7 +352,6 @@ static int ibf_rdm_close(struct fid *fid)
 		ibv_destroy_srq(ep->srq);
 	ibf_rdm_mq_fini(ep);
 	ibf_rdm_ops_fini(ep);
-	ibf_ep_base_unbind(&ep->base);
 	if (ep->av) {
 		ibf_rdm_av_detach(ep);
 		ibf_ref_put(&ep->av->ref);
@@ -394,8 +359,7 @@ static int ibf_rdm_close(struct fid *fid)
 	free(ep->peers);
 	pthread_mutex_destroy(&ep->cm_lock);
 	ibf_lock_fini(&ep->lock);
-	ibf_ref_put(&ep->base.domain->ref);
-	fi_freeinfo(ep->base.info);
+	ibf_ep_base_close(&ep->base);
 	free(ep);
 	return 0;
 }
