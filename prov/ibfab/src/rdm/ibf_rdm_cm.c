@@ -189,7 +189,7 @@ static void ibf_rdm_timer_fired(struct ibf_rdm_conn *conn, uint64_t now)
  * The thread, between events (cm_lock held): fire the connections' timers
  * that are due; returns how long poll may sleep before the next, or -1.
  */
-static int ibf_rdm_timers_due(struct ibf_rdm_ep *ep)
+int ibf_rdm_timers_due(struct ibf_rdm_ep *ep)
 {
 	uint64_t now, next = UINT64_MAX;
 	struct ibf_rdm_conn *conn;
@@ -583,7 +583,7 @@ static void ibf_rdm_self_event(struct ibf_rdm_conn *conn, struct rdma_cm_event *
 	}
 }
 
-static void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
+void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
 {
 	struct ibf_rdm_conn *conn;
 

@@ -213,6 +213,11 @@ struct ibf_qp_map {
  * drained). */
 int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info);
 int ibf_rdm_cm_start(struct ibf_rdm_ep *ep);
+/* The thread's two steps (cm_lock held), also driven by the unit tests:
+ * one rdma_cm event taken; the connections' timers that are due fired,
+ * answering how long it may sleep before the next (ms), or -1. */
+void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev);
+int ibf_rdm_timers_due(struct ibf_rdm_ep *ep);
 void ibf_rdm_cm_stop(struct ibf_rdm_ep *ep);
 void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep);
 

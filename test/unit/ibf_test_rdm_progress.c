@@ -1,0 +1,611 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * The RDM engine's progress (ibf_rdm_progress) on completions a test
+ * makes up, without a device: failed receives, failed sends and the
+ * grave a connection that ended leaves behind; the rendezvous read and
+ * its FIN, and FINs a peer should not have sent.
+ *
+ * ibv_poll_cq, ibv_post_srq_recv and ibv_post_send are inline calls
+ * through their object's context ops, so a fake context whose ops are the
+ * mocks below stands for the device.  ibv_modify_qp and rdma_disconnect
+ * are library calls: the link wraps them (-Wl,--wrap, in Makefile.am).
+ * The endpoint has one connection, live on QP 0x42, which had an earlier
+ * life on QP 0x41 (both in its QP map), one bounce in the SRQ, one
+ * send op, one receive op and a CQ for their completions.
+ */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "ibf_rdm.h"
+
+#define QP_NOW 0x42u	/* the connection's QP */
+#define QP_OLD 0x41u	/* its QP of the life before */
+
+/* ---- the mock device ---- */
+
+static struct {
+	struct ibv_wc cq[4];	/* what the next polls return */
+	int ncq;
+	int srq_posts;
+	uint64_t srq_wr_id;
+	int sends;
+	uint64_t send_wr_id;
+	int modify_calls;
+	enum ibv_qp_state modify_state;
+	int disconnects;
+	uint8_t sent[64];	/* the last send's bytes */
+	struct ibv_send_wr wr;	/* the last work request, and its sge */
+	struct ibv_sge sge;
+} dev;
+
+static int mock_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
+{
+	int n = dev.ncq < num ? dev.ncq : num;
+
+	(void)cq;
+	memcpy(wc, dev.cq, (size_t)n * sizeof(*wc));
+	memmove(dev.cq, dev.cq + n, (size_t)(dev.ncq - n) * sizeof(*wc));
+	dev.ncq -= n;
+	return n;
+}
+
+static int mock_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			      struct ibv_recv_wr **bad)
+{
+	(void)srq;
+	(void)bad;
+	dev.srq_posts++;
+	dev.srq_wr_id = wr->wr_id;
+	return 0;
+}
+
+static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			  struct ibv_send_wr **bad)
+{
+	(void)qp;
+	(void)bad;
+	dev.sends++;
+	dev.send_wr_id = wr->wr_id;
+	dev.wr = *wr;
+	if (wr->num_sge)
+		dev.sge = wr->sg_list[0];
+	if (wr->num_sge && wr->sg_list[0].length <= sizeof(dev.sent))
+		memcpy(dev.sent, (void *)(uintptr_t)wr->sg_list[0].addr,
+		       wr->sg_list[0].length);
+	return 0;
+}
+
+int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			 int mask);
+int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			 int mask)
+{
+	(void)qp;
+	dev.modify_calls++;
+	if (mask & IBV_QP_STATE)
+		dev.modify_state = attr->qp_state;
+	return 0;
+}
+
+int __wrap_rdma_disconnect(struct rdma_cm_id *id);
+int __wrap_rdma_disconnect(struct rdma_cm_id *id)
+{
+	(void)id;
+	dev.disconnects++;
+	return 0;
+}
+
+/* A completion for the next poll. */
+static void complete_next(void *wr_id, enum ibv_wc_status status,
+			  enum ibv_wc_opcode opcode, uint32_t qp_num)
+{
+	cr_assert_lt(dev.ncq, 4);
+	dev.cq[dev.ncq++] = (struct ibv_wc){
+		.wr_id = (uintptr_t)wr_id, .status = status,
+		.opcode = opcode, .qp_num = qp_num,
+	};
+}
+
+/* ---- an endpoint with one connection ---- */
+
+static struct ibv_context ctx;
+static struct ibv_cq hcq = { .context = &ctx };
+static struct ibv_srq srq = { .context = &ctx };
+static struct ibv_qp qp = { .context = &ctx, .qp_num = QP_NOW };
+static struct rdma_cm_id id;
+static struct ibf_domain *dom;
+static struct ibf_rdm_ep *ep;
+static struct ibf_rdm_conn *conn;
+static struct ibf_rdm_op *bounce, *tx, *rx;
+static struct ibf_cq *cq;
+static struct ibf_qp_map map;
+static uint64_t map_slots[2];
+static uint8_t mem[2][256];
+
+static void setup(void)
+{
+	memset(&dev, 0, sizeof(dev));
+	ctx.ops.poll_cq = mock_poll_cq;
+	ctx.ops.post_srq_recv = mock_post_srq_recv;
+	ctx.ops.post_send = mock_post_send;
+	id = (struct rdma_cm_id){ .qp = &qp };
+	dom = calloc(1, sizeof(*dom));
+	ep = calloc(1, sizeof(*ep));
+	conn = calloc(1, sizeof(*conn));
+	cr_assert(dom && ep && conn);
+	ep->base.domain = dom;
+	ep->hook = (struct ibf_progress){ ibf_rdm_progress, ibf_rdm_trywait };
+	ep->up = &ibf_rdm_proto_upcalls;
+	ep->hcq = &hcq;
+	ep->srq = &srq;
+	ep->sq_depth = 4;
+	ep->max_read = 4096;
+	cr_assert_eq(ibf_mq_init(&ep->recv_msg, 4) | ibf_mq_init(&ep->recv_tag, 4) |
+		     ibf_mq_init(&ep->unexp_msg, 4) | ibf_mq_init(&ep->unexp_tag, 4), 0);
+	ep->stop_fd = -1;
+	ep->wake_fd = eventfd(0, EFD_NONBLOCK);
+	cr_assert_geq(ep->wake_fd, 0);
+	pthread_mutex_init(&ep->cm_lock, NULL);
+
+	/* The ops: a send, a receive and a bounce, as the pools lay them. */
+	ep->ops = calloc(3, sizeof(*ep->ops));
+	cr_assert(ep->ops);
+	ep->ntx = ep->nrx = ep->nbounce = 1;
+	tx = &ep->ops[0];
+	rx = &ep->ops[1];
+	bounce = &ep->ops[2];
+	tx->op.kind = rx->op.kind = bounce->op.kind = IBF_OP_RDM;
+	tx->ep = rx->ep = bounce->ep = ep;
+	tx->mem = mem[0];
+	bounce->mem = mem[1];
+	/* The CQ their completions go to: its soft ring alone. */
+	cq = calloc(1, sizeof(*cq));
+	cr_assert(cq);
+	cr_assert_eq(ibf_cq_soft_reserve(cq, 4), 0);
+	ep->base.tx_cq = ep->base.rx_cq = cq;
+	bounce->is_bounce = 1;
+	bounce->state = IBF_RDM_BOUNCE_POSTED;
+	ep->srq_posted = 1;
+
+	/* The connection, in its second life (QP_OLD was the first). */
+	ep->conn_dir[0] = calloc(IBF_CONN_CHUNK, sizeof(*ep->conn_dir[0]));
+	cr_assert(ep->conn_dir[0]);
+	ep->conn_dir[0][0] = conn;
+	ep->nconns = 1;
+	conn->ep = ep;
+	conn->id = &id;
+	conn->qp_num = QP_NOW;
+	conn->epoch = 2;
+	conn->credits = 3;
+	conn->window = 4;
+	conn->state = IBF_CONN_CONNECTED;
+	ep->nstate[IBF_CONN_CONNECTED] = 1;
+	/* Both QPs name it.  A map of two slots, both full: any probe finds
+	 * either entry whatever the hash. */
+	map_slots[0] = (uint64_t)QP_NOW << 32 | 1;
+	map_slots[1] = (uint64_t)QP_OLD << 32 | 1;
+	map = (struct ibf_qp_map){ .slot = map_slots, .mask = 1, .live = 2,
+				   .used = 2 };
+	ep->qp_map = &map;
+}
+
+static void teardown(void)
+{
+	struct ibf_rdm_grave *g;
+
+	while ((g = ep->graves)) {
+		ep->graves = g->next;
+		free(g);
+	}
+	ibf_mq_fini(&ep->recv_msg);
+	ibf_mq_fini(&ep->recv_tag);
+	ibf_mq_fini(&ep->unexp_msg);
+	ibf_mq_fini(&ep->unexp_tag);
+	free(cq->soft);
+	free(cq);
+	close(ep->wake_fd);
+	pthread_mutex_destroy(&ep->cm_lock);
+	free(ep->conn_dir[0]);
+	free(ep->ops);
+	free(conn);
+	free(ep);
+	free(dom);
+}
+
+static void progress(void)
+{
+	ibf_rdm_progress(&ep->hook, NULL);
+}
+
+/* How many times the connection thread was woken (its eventfd). */
+static uint64_t wakes(void)
+{
+	uint64_t n = 0;
+
+	if (read(ep->wake_fd, &n, sizeof(n)) != sizeof(n))
+		return 0;
+	return n;
+}
+
+TestSuite(rdm_progress, .init = setup, .fini = teardown);
+
+/* A flushed receive is a QP's end already said: the bounce goes back to
+ * the SRQ, and the connection is not touched. */
+Test(rdm_progress, a_flushed_receive_goes_back_to_the_srq)
+{
+	complete_next(&bounce->op, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, QP_NOW);
+	progress();
+	cr_assert_eq(dev.srq_posts, 1);
+	cr_assert_eq(dev.srq_wr_id, (uintptr_t)&bounce->op);
+	cr_assert_eq(bounce->state, IBF_RDM_BOUNCE_POSTED);
+	cr_assert_eq(ep->srq_posted, 1);
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
+	cr_assert_eq(conn->epoch, 2);
+	cr_assert_eq(dev.disconnects, 0);
+	cr_assert_null(ep->graves);
+}
+
+/*
+ * A receive that failed otherwise (here, a message longer than the
+ * bounce) leaves its QP in error for good: the connection's life ends
+ * there, as a disconnect would end it, and the next send reconnects.
+ * Its QP goes to a grave, in error, with a drain posted behind it.
+ */
+Test(rdm_progress, a_failed_receive_ends_the_connection)
+{
+	complete_next(&bounce->op, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, QP_NOW);
+	progress();
+	cr_assert_eq(dev.srq_posts, 1, "the bounce goes back all the same");
+	cr_assert_eq(ep->srq_posted, 1);
+	cr_assert_eq(dev.disconnects, 1, "the peer is told, if it can hear");
+	cr_assert_eq(conn->state, IBF_CONN_IDLE);
+	cr_assert_eq(conn->epoch, 3, "a new life: old sends fail");
+	cr_assert_null(conn->id);
+	cr_assert_eq(conn->qp_num, 0);
+	cr_assert_eq(conn->credits, 4, "the next QP starts with every slot");
+	cr_assert_eq(ep->nstate[IBF_CONN_CONNECTED], 0);
+	cr_assert_eq(ep->nstate[IBF_CONN_IDLE], 1);
+	cr_assert(ep->cm_pending, "progress hands the end to the thread");
+	cr_assert_not_null(ep->graves);
+	cr_assert_eq(ep->graves->id, &id);
+	cr_assert_eq(dev.modify_calls, 1);
+	cr_assert_eq(dev.modify_state, IBV_QPS_ERR);
+	cr_assert_eq(dev.sends, 1, "the drain");
+	cr_assert_eq(dev.send_wr_id, (uintptr_t)&ep->graves->drain.op);
+	cr_assert_eq(ep->drains_out, 1);
+	cr_assert(!ep->graves->drained);
+}
+
+/* The same failure on the QP of a life that has ended already changes
+ * nothing: the life after it is not the one that failed. */
+Test(rdm_progress, a_failed_receive_of_an_old_life_is_ignored)
+{
+	complete_next(&bounce->op, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, QP_OLD);
+	progress();
+	cr_assert_eq(dev.srq_posts, 1);
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
+	cr_assert_eq(conn->epoch, 2);
+	cr_assert_eq(dev.disconnects, 0);
+	cr_assert_null(ep->graves);
+}
+
+/* A failure on a QP no connection has (a number unknown, or reused) only
+ * returns the bounce. */
+Test(rdm_progress, a_failed_receive_of_no_connection_returns_the_bounce)
+{
+	complete_next(&bounce->op, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0x77);
+	progress();
+	cr_assert_eq(dev.srq_posts, 1);
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
+	cr_assert_eq(dev.disconnects, 0);
+}
+
+/*
+ * Once progress sees the drain complete, nothing of the dead QP is left
+ * in the CQ: the grave is marked drained and the connection thread woken
+ * to destroy QP and id.
+ */
+Test(rdm_progress, the_grave_drains_and_wakes_the_thread)
+{
+	struct ibf_rdm_grave *g;
+
+	complete_next(&bounce->op, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV, QP_NOW);
+	progress();
+	g = ep->graves;
+	cr_assert_not_null(g);
+	cr_assert_eq(wakes(), 0, "not before its drain");
+	complete_next(&g->drain.op, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, QP_NOW);
+	progress();
+	cr_assert(g->drained);
+	cr_assert_eq(ep->drains_out, 0);
+	cr_assert_eq(wakes(), 1);
+	cr_assert_eq(g->drain.state, IBF_RDM_DRAIN, "a drain never moves");
+	cr_assert_eq(conn->epoch, 3, "its flush ends no further life");
+}
+
+/*
+ * The peer posted no receive in time (RNR retries spent): the send fails
+ * with -FI_ENORX, its slot comes back, and the connection's life ends so
+ * the next send reconnects.  An inject has no context to report with:
+ * its op goes straight back to the pool.
+ */
+Test(rdm_progress, a_send_the_peer_never_took_fails_and_ends_the_life)
+{
+	tx->state = IBF_RDM_TX;
+	tx->conn = tx->post_conn = conn;
+	tx->post_epoch = tx->epoch = 2;
+	ep->sq_posted = 1;
+	conn->credits = 2;	/* one slot held by the send */
+	complete_next(&tx->op, IBV_WC_RNR_RETRY_EXC_ERR, IBV_WC_SEND, QP_NOW);
+	progress();
+	cr_assert_eq(ep->sq_posted, 1, "the send's out, the grave's drain in");
+	cr_assert_eq(dev.send_wr_id, (uintptr_t)&ep->graves->drain.op);
+	cr_assert_eq(tx->state, IBF_RDM_FREE);
+	cr_assert_eq(ep->tx_free, tx);
+	cr_assert_eq(conn->state, IBF_CONN_IDLE);
+	cr_assert_eq(conn->epoch, 3);
+	cr_assert_eq(dev.disconnects, 1);
+	cr_assert_not_null(ep->graves);
+}
+
+/*
+ * A send of the life before, flushed as that life ended: no further
+ * death, and the slot it held belonged to the old QP (the new one started
+ * with all of them), so the count is not touched.
+ */
+Test(rdm_progress, a_send_flushed_with_its_old_life_changes_nothing)
+{
+	tx->state = IBF_RDM_TX;
+	tx->conn = tx->post_conn = conn;
+	tx->post_epoch = tx->epoch = 1;
+	ep->sq_posted = 1;
+	complete_next(&tx->op, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, QP_OLD);
+	progress();
+	cr_assert_eq(tx->state, IBF_RDM_FREE);
+	cr_assert_eq(conn->credits, 3);
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
+	cr_assert_eq(conn->epoch, 2);
+	cr_assert_eq(dev.disconnects, 0);
+}
+
+/* ---- rendezvous ---- */
+
+static int ctx_app;	/* the application's context for its operations */
+
+/* What the CQ holds: how many completions, and the first. */
+static uint32_t cq_count(void)
+{
+	return cq->soft_tail - cq->soft_head;
+}
+
+static struct ibf_op *cq_first(void)
+{
+	return cq->soft[cq->soft_head & (cq->soft_size - 1)];
+}
+
+/* A receive reading, from the bounce holding the RTS, 16 bytes the
+ * sender's op 0 announced; its one read is out. */
+static void reading(void)
+{
+	struct ibf_rdm_hdr *hdr = (void *)bounce->mem;
+	struct ibf_rdm_rts *rts = (void *)(bounce->mem + IBF_RDM_HDR);
+
+	hdr->type = IBF_RDM_RTS;
+	rts->len = 16;
+	rts->cookie = 0;
+	rts->nseg = 1;
+	rts->seg[0] = (struct ibf_rdm_seg){ .addr = 0x9000, .len = 16,
+					    .rkey = 0x77 };
+	bounce->state = IBF_RDM_BOUNCE_HELD;
+	bounce->conn = conn;
+	bounce->epoch = 2;
+	ep->srq_posted = 0;	/* it holds a message: out of the SRQ */
+	ep->nbounce = 0;	/* and no refill is due */
+	rx->state = IBF_RDM_RX_READ;
+	rx->bounce = bounce;
+	rx->reads_left = 1;
+	rx->rd_left = 0;
+	rx->op.len = 16;
+	rx->op.context = &ctx_app;
+	rx->op.user_comp = 1;
+	rx->post_conn = conn;
+	rx->post_epoch = 2;
+	ep->sq_posted = 1;
+	conn->credits = 2;
+}
+
+/*
+ * The read is done: the sender is told (a FIN with its cookie and status
+ * 0, on the connection the RTS came on, from the bounce's own buffer),
+ * the receive completes, and the bounce goes back to the SRQ once the
+ * FIN has gone.
+ */
+Test(rdm_progress, a_finished_read_answers_with_a_fin)
+{
+	const struct ibf_rdm_hdr *hdr = (void *)dev.sent;
+	const struct ibf_rdm_fin *fin = (void *)(dev.sent + IBF_RDM_HDR);
+
+	reading();
+	complete_next(&rx->op, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, QP_NOW);
+	progress();
+	cr_assert_eq(dev.sends, 1);
+	cr_assert_eq(dev.send_wr_id, (uintptr_t)&bounce->op);
+	cr_assert_eq(hdr->type, IBF_RDM_FIN);
+	cr_assert_eq(fin->cookie, 0);
+	cr_assert_eq(fin->status, 0);
+	cr_assert_eq(bounce->state, IBF_RDM_BOUNCE_FIN);
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(cq_first(), &rx->op);
+	cr_assert_eq(rx->op.err, 0);
+	cr_assert_eq(rx->state, IBF_RDM_DONE);
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
+
+	ep->nbounce = 1;
+	complete_next(&bounce->op, IBV_WC_SUCCESS, IBV_WC_SEND, QP_NOW);
+	progress();
+	cr_assert_eq(dev.srq_posts, 1, "the FIN went: the bounce is free");
+	cr_assert_eq(bounce->state, IBF_RDM_BOUNCE_POSTED);
+}
+
+/*
+ * The sender's key refused the read (a remote access error): the receive
+ * fails with -FI_EACCES.  The failed read left the QP in error, so that
+ * life is over; its FIN cannot go on it, and the bounce goes straight
+ * back to the SRQ (the sender learns from the connection's end).
+ */
+Test(rdm_progress, a_refused_read_fails_the_receive_and_the_life)
+{
+	reading();
+	ep->nbounce = 1;
+	complete_next(&rx->op, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_READ, QP_NOW);
+	progress();
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(cq_first(), &rx->op);
+	cr_assert_eq(rx->op.err, FI_EACCES);
+	cr_assert_eq(conn->state, IBF_CONN_IDLE);
+	cr_assert_eq(conn->epoch, 3);
+	cr_assert_eq(dev.sends, 1, "the grave's drain, no FIN");
+	cr_assert_eq(dev.send_wr_id, (uintptr_t)&ep->graves->drain.op);
+	cr_assert_eq(dev.srq_posts, 1);
+	cr_assert_eq(bounce->state, IBF_RDM_BOUNCE_POSTED);
+}
+
+/* The sender's op 0 sent an RTS on the live connection; a FIN arrives
+ * in the bounce with the given cookie and status. */
+static void fin_arrives(uint32_t cookie, int32_t status, uint32_t byte_len)
+{
+	struct ibf_rdm_hdr *hdr = (void *)bounce->mem;
+	struct ibf_rdm_fin *fin = (void *)(bounce->mem + IBF_RDM_HDR);
+
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->type = IBF_RDM_FIN;
+	fin->cookie = cookie;
+	fin->status = status;
+	dev.cq[dev.ncq++] = (struct ibv_wc){
+		.wr_id = (uintptr_t)&bounce->op, .status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV, .qp_num = QP_NOW, .byte_len = byte_len,
+	};
+	progress();
+}
+
+static void rts_out(void)
+{
+	tx->state = IBF_RDM_TX_RTS;
+	tx->conn = tx->post_conn = conn;
+	tx->epoch = tx->post_epoch = 2;
+	tx->reads_left = 1;	/* its RTS completed already: the FIN is due */
+	tx->op.context = &ctx_app;
+	tx->op.user_comp = 1;
+}
+
+#define FIN_LEN (IBF_RDM_HDR + (uint32_t)sizeof(struct ibf_rdm_fin))
+
+/* The reader's error comes back in the FIN: the send fails with it. */
+Test(rdm_progress, a_fin_with_an_error_fails_the_send)
+{
+	rts_out();
+	fin_arrives(0, -FI_EACCES, FIN_LEN);
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(cq_first(), &tx->op);
+	cr_assert_eq(tx->op.err, FI_EACCES);
+	cr_assert_eq(ep->dropped, 0);
+	cr_assert_eq(dev.srq_posts, 1);
+}
+
+/* FINs that complete nothing: each is dropped and counted, the send
+ * stays waiting for the one FIN it is owed, and the bounce is reused. */
+Test(rdm_progress, fins_a_peer_should_not_send_are_dropped)
+{
+	rts_out();
+	fin_arrives(5, 0, FIN_LEN);		/* no op of ours */
+	fin_arrives(0, 0, FIN_LEN - 1);		/* cut short */
+	fin_arrives(0, 7, FIN_LEN);		/* not a status */
+	tx->post_epoch = 1;			/* sent on the life before */
+	fin_arrives(0, 0, FIN_LEN);
+	tx->post_epoch = 2;
+	cr_assert_eq(ep->dropped, 4);
+	cr_assert_eq(cq_count(), 0);
+	cr_assert_eq(tx->state, IBF_RDM_TX_RTS);
+	cr_assert_eq(dev.srq_posts, 4);
+
+	fin_arrives(0, 0, FIN_LEN);		/* the one it is owed */
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(tx->op.err, 0);
+	fin_arrives(0, 0, FIN_LEN);		/* and never a second */
+	cr_assert_eq(ep->dropped, 5);
+	cr_assert_eq(cq_count(), 1);
+}
+
+/*
+ * An RTS meets a receive the application posted: the receive reads the
+ * message, but only with a send-queue slot of the connection; with none
+ * it waits, and the first slot a completion gives back posts its read
+ * (RDMA READ of the sender's segment, into the receive's buffer, under
+ * its region's key).
+ */
+Test(rdm_progress, a_read_without_a_slot_waits_for_one)
+{
+	static uint8_t buf[16];
+	struct ibv_mr vmr = { .addr = buf, .length = sizeof(buf), .lkey = 0x55 };
+	struct ibf_mr mr = { .magic = IBF_MR_MAGIC, .mr = &vmr,
+			     .ibv_access = IBV_ACCESS_LOCAL_WRITE };
+	struct iovec iov = { buf, sizeof(buf) };
+	void *desc = &mr;
+	struct ibf_rdm_hdr *hdr = (void *)bounce->mem;
+	struct ibf_rdm_rts *rts = (void *)(bounce->mem + IBF_RDM_HDR);
+	struct ibf_rdm_op *r;
+
+	rx->state = IBF_RDM_FREE;
+	ep->rx_free = rx;
+	r = ibf_rdm_rx_take(ep, &iov, &desc, 1, 0, 0, 0, FI_COMPLETION,
+			    &ctx_app, 0);
+	cr_assert_eq(r, rx);
+	ibf_rdm_recv_post(ep, r);
+
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->type = IBF_RDM_RTS;
+	rts->len = 16;
+	rts->cookie = 3;
+	rts->nseg = 1;
+	rts->seg[0] = (struct ibf_rdm_seg){ .addr = 0x9000, .len = 16,
+					    .rkey = 0x77 };
+	conn->credits = 0;	/* every slot of the QP taken */
+	dev.cq[dev.ncq++] = (struct ibv_wc){
+		.wr_id = (uintptr_t)&bounce->op, .status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV, .qp_num = QP_NOW,
+		.byte_len = IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) +
+			    sizeof(struct ibf_rdm_seg),
+	};
+	progress();
+	cr_assert_eq(r->state, IBF_RDM_RX_READ);
+	cr_assert_eq(bounce->state, IBF_RDM_BOUNCE_HELD);
+	cr_assert(r->stalled, "no slot: it waits");
+	cr_assert_eq(dev.sends, 0);
+
+	/* A send completes: its slot comes back, and goes to the read. */
+	tx->state = IBF_RDM_TX;
+	tx->conn = tx->post_conn = conn;
+	tx->epoch = tx->post_epoch = 2;
+	ep->sq_posted = 1;
+	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_SEND, QP_NOW);
+	progress();
+	cr_assert(!r->stalled);
+	cr_assert_eq(dev.sends, 1);
+	cr_assert_eq(dev.send_wr_id, (uintptr_t)&r->op);
+	cr_assert_eq(dev.wr.opcode, IBV_WR_RDMA_READ);
+	cr_assert_eq(dev.wr.wr.rdma.remote_addr, 0x9000);
+	cr_assert_eq(dev.wr.wr.rdma.rkey, 0x77);
+	cr_assert_eq(dev.sge.addr, (uintptr_t)buf);
+	cr_assert_eq(dev.sge.length, 16);
+	cr_assert_eq(dev.sge.lkey, 0x55);
+	cr_assert_eq(conn->credits, 0, "the slot is the read's now");
+	cr_assert_eq(r->reads_left, 1);
+}
