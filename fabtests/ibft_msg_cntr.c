@@ -179,7 +179,8 @@ static void server(struct ibft_conn *c)
 		IBFT_CHECK(ok, "cntr-write-data", "the region is not as written");
 	}
 	if (with_cq) {
-		struct fi_cq_data_entry e = { 0 };
+		/* Room for either format: tagged mode's CQ is TAGGED. */
+		struct fi_cq_tagged_entry e = { 0 };
 		ssize_t n = fi_cq_read(c->cq, &e, 1);
 
 		IBFT_CHECK(n == 1 && (e.flags & FI_REMOTE_CQ_DATA) && e.data == 77,
