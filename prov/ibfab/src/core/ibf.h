@@ -52,7 +52,13 @@ extern struct fi_provider ibf_prov;
 /* One warn macro: what went wrong and what to do about it. */
 #define IBF_WARN(subsys, ...) FI_WARN(&ibf_prov, subsys, __VA_ARGS__)
 #define IBF_INFO(subsys, ...) FI_INFO(&ibf_prov, subsys, __VA_ARGS__)
-#define IBF_DBG(subsys, ...) FI_DBG(&ibf_prov, subsys, __VA_ARGS__)
+/*
+ * Debug lines (state changes, events) at FI_LOG_LEVEL=debug in every
+ * build: libfabric's FI_DBG is compiled out unless ENABLE_DEBUG, which no
+ * distribution's build of an external provider defines.  Control paths
+ * only: each costs a fi_log_enabled call.
+ */
+#define IBF_DBG(subsys, ...) FI_LOG(&ibf_prov, FI_LOG_DEBUG, subsys, __VA_ARGS__)
 
 /* Runtime parameters, FI_IBFAB_<NAME>; see ibf_params.c and fi_ibfab(7). */
 struct ibf_params {
