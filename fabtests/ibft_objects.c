@@ -219,6 +219,9 @@ static void check_ep_binds(const char *type, struct fid_domain *domain,
 	IBFT_EXPECT(fi_ep_bind(ep, needed, 0), 0, NAME("bind-needed"));
 	IBFT_EXPECT(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0,
 		    NAME("bind-cq"));
+	/* What an endpoint holds cannot close under it, whatever its kind. */
+	IBFT_EXPECT(fi_close(&cq->fid), -FI_EBUSY, NAME("cq-close-while-bound"));
+	IBFT_EXPECT(fi_close(needed), -FI_EBUSY, NAME("needed-close-while-bound"));
 	IBFT_EXPECT(fi_control(&ep->fid, FI_GETOPSFLAG, &flags), 0,
 		    NAME("getopsflag"));
 	IBFT_EXPECT(fi_control(&ep->fid, 0x7fff, NULL), -FI_ENOSYS,
