@@ -44,6 +44,7 @@ static struct {
 	uint8_t sent[64];	/* the last send's bytes */
 	struct ibv_send_wr wr;	/* the last work request, and its sge */
 	struct ibv_sge sge;
+	int refuse;		/* the next posts fail with ENOMEM (a full queue) */
 } dev;
 
 static int mock_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
@@ -71,7 +72,11 @@ static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			  struct ibv_send_wr **bad)
 {
 	(void)qp;
-	(void)bad;
+	if (dev.refuse) {
+		dev.refuse--;
+		*bad = wr;
+		return ENOMEM;
+	}
 	dev.sends++;
 	dev.send_wr_id = wr->wr_id;
 	dev.wr = *wr;
@@ -608,4 +613,49 @@ Test(rdm_progress, a_read_without_a_slot_waits_for_one)
 	cr_assert_eq(dev.sge.lkey, 0x55);
 	cr_assert_eq(conn->credits, 0, "the slot is the read's now");
 	cr_assert_eq(r->reads_left, 1);
+}
+
+/*
+ * The RTS itself failed (the peer stopped answering): the send fails
+ * with -FI_ETIMEDOUT at once, without waiting for a FIN that cannot
+ * come, and the connection's life ends.
+ */
+Test(rdm_progress, a_failed_rts_fails_the_send_at_once)
+{
+	rts_out();
+	tx->reads_left = 2;	/* its RTS's completion and the FIN */
+	ep->sq_posted = 1;
+	complete_next(&tx->op, IBV_WC_RETRY_EXC_ERR, IBV_WC_SEND, QP_NOW);
+	progress();
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(cq_first(), &tx->op);
+	cr_assert_eq(tx->op.err, FI_ETIMEDOUT);
+	cr_assert_eq(conn->state, IBF_CONN_IDLE);
+}
+
+/*
+ * The FIN finds the send queue full (the device refuses the post): the
+ * bounce waits with it, and the next slot a completion gives back sends
+ * it; the receive has completed meanwhile.
+ */
+Test(rdm_progress, a_fin_the_queue_refuses_goes_with_the_next_slot)
+{
+	reading();
+	dev.refuse = 1;
+	complete_next(&rx->op, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, QP_NOW);
+	progress();
+	cr_assert_eq(dev.sends, 0);
+	cr_assert(bounce->stalled, "the FIN waits for a slot");
+	cr_assert_eq(cq_count(), 1, "the receive is done all the same");
+
+	tx->state = IBF_RDM_TX;
+	tx->conn = tx->post_conn = conn;
+	tx->epoch = tx->post_epoch = 2;
+	ep->sq_posted++;
+	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_SEND, QP_NOW);
+	progress();
+	cr_assert_eq(dev.sends, 1);
+	cr_assert_eq(dev.send_wr_id, (uintptr_t)&bounce->op);
+	cr_assert(!bounce->stalled);
+	cr_assert_eq(((struct ibf_rdm_hdr *)dev.sent)->type, IBF_RDM_FIN);
 }
