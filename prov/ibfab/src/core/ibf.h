@@ -487,8 +487,6 @@ static inline int ibf_threading_needs_lock(enum fi_threading threading)
  * sends among them).
  */
 struct ibf_ring;
-struct ibf_srx;
-struct ibf_ep;
 enum ibf_op_kind {
 	IBF_OP_RING,		/* an endpoint's send or receive queue */
 	IBF_OP_SRX,		/* a shared receive context's slot */
@@ -504,8 +502,10 @@ struct ibf_op {
 	size_t len;
 	void *buf;
 	struct ibf_ring *ring;	/* IBF_OP_RING */
-	struct ibf_srx *srx;	/* IBF_OP_SRX */
-	struct ibf_ep *ep;	/* IBF_OP_BOUNCE, IBF_OP_URECV */
+	/* The wing's object the op belongs to, which core never reads: a
+	 * shared receive context's slot its context, tagged mode's ops
+	 * their endpoint (ibf_msg.h reads it with its type). */
+	void *owner;
 	enum ibf_op_kind kind;
 	int user_comp;		/* the caller asked for a completion */
 	uint32_t lkey;		/* FI_MULTI_RECV: to post the rest again */

@@ -12,6 +12,9 @@
 
 #include "ibf.h"
 
+struct ibf_ep;
+struct ibf_srx;
+
 /* Tagged mode: each message carries this before its payload. */
 struct ibf_tag_hdr {
 	uint64_t tag;
@@ -234,6 +237,13 @@ struct ibf_rx_wait {
  * the CQ with the completed slot; returns whether the buffer is released.
  */
 int ibf_ep_multi_recv_next(struct ibf_op *op, uint32_t byte_len);
+
+/* The endpoint a tagged-mode op (bounce, receive, answer) or an atomic's
+ * slot belongs to (op->owner, which core keeps untyped). */
+static inline struct ibf_ep *ibf_op_ep(const struct ibf_op *op)
+{
+	return op->owner;
+}
 
 static inline struct ibf_ep *to_ibf_ep(struct fid_ep *ep)
 {

@@ -67,7 +67,7 @@ int ibf_msg_atomic_init(struct ibf_ep *ep)
 	for (i = 0; i < m->n; i++) {
 		m->slot[i].op.kind = IBF_OP_MATOMIC;
 		m->slot[i].op.release = ibf_msg_atomic_release;
-		m->slot[i].op.ep = ep;
+		m->slot[i].op.owner = ep;
 		m->slot[i].op.src = FI_ADDR_NOTAVAIL;
 		m->next[i] = i + 1 < m->n ? (int)i + 1 : -1;
 	}
@@ -98,13 +98,13 @@ void ibf_msg_atomic_fini(struct ibf_ep *ep)
 
 void ibf_msg_atomic_release(struct ibf_op *op)
 {
-	struct ibf_msg_atomic *m = op->ep->matomic;
+	struct ibf_msg_atomic *m = ibf_op_ep(op)->matomic;
 	int i = (int)((struct ibf_msg_atomic_slot *)op - m->slot);
 
-	ibf_lock_acquire(&op->ep->tx_lock);
+	ibf_lock_acquire(&ibf_op_ep(op)->tx_lock);
 	m->next[i] = m->free_head;
 	m->free_head = i;
-	ibf_lock_release(&op->ep->tx_lock);
+	ibf_lock_release(&ibf_op_ep(op)->tx_lock);
 }
 
 /* What the request's frame carries. */
@@ -205,7 +205,7 @@ void ibf_msg_atomic_fail(struct ibf_op *op, int err)
 	if (!op || !__atomic_exchange_n(&s->waiting, 0, __ATOMIC_ACQ_REL))
 		return;
 	s->op.err = err;
-	ibf_cq_soft_push(op->ep->matomic->scq, &s->op);
+	ibf_cq_soft_push(ibf_op_ep(op)->matomic->scq, &s->op);
 }
 
 void ibf_msg_atomic_fail_all(struct ibf_ep *ep, int err)

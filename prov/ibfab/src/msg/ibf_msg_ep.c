@@ -404,8 +404,8 @@ static int ibf_ep_drain_soft(const struct ibf_op *op, void *arg)
 {
 	struct ibf_ep_drain *d = arg;
 
-	return (d->soft && op->ep == d->ep) ||
-	       (d->replies && op->kind == IBF_OP_MATOMIC && op->ep == d->ep);
+	return (d->soft && op->owner == d->ep) ||
+	       (d->replies && op->kind == IBF_OP_MATOMIC && op->owner == d->ep);
 }
 
 static void ibf_ep_drain_cq(struct ibf_ep *ep, struct ibf_cq *cq,

@@ -16,7 +16,7 @@
 /* A slot's op->release: back to its context's free list. */
 static void ibf_srx_release(struct ibf_op *op)
 {
-	ibf_srx_put(op->srx, op);
+	ibf_srx_put(op->owner, op);
 }
 
 void ibf_srx_put(struct ibf_srx *srx, struct ibf_op *op)
@@ -206,7 +206,7 @@ int ibf_srx_open(struct fid_domain *domain_fid, struct fi_rx_attr *attr,
 		goto err;
 	}
 	for (i = 0; i < size; i++) {
-		srx->ops[i].srx = srx;
+		srx->ops[i].owner = srx;
 		srx->ops[i].kind = IBF_OP_SRX;
 		srx->ops[i].release = ibf_srx_release;
 		srx->free[i] = (uint32_t)(size - 1 - i);

@@ -344,7 +344,7 @@ static void ibf_tagged_gone(struct ibf_tagged *t)
 
 void ibf_tagged_on_reply(struct ibf_op *r, const struct ibv_wc *wc)
 {
-	struct ibf_tagged *t = r->ep->tagged;
+	struct ibf_tagged *t = ibf_op_ep(r)->tagged;
 
 	__atomic_sub_fetch(&t->replying, 1, __ATOMIC_RELAXED);
 	if (wc->status != IBV_WC_WR_FLUSH_ERR)
@@ -354,7 +354,7 @@ void ibf_tagged_on_reply(struct ibf_op *r, const struct ibv_wc *wc)
 void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 			  const struct ibv_wc *wc)
 {
-	struct ibf_tagged *t = b->ep->tagged;
+	struct ibf_tagged *t = ibf_op_ep(b)->tagged;
 	struct ibf_frame f;
 	int r;
 
@@ -406,7 +406,7 @@ void ibf_tagged_on_bounce(struct ibf_cq *cq, struct ibf_op *b,
 
 void ibf_tagged_release(struct ibf_op *op)
 {
-	struct ibf_tagged *t = op->ep->tagged;
+	struct ibf_tagged *t = ibf_op_ep(op)->tagged;
 	int i;
 
 	if (op->kind == IBF_OP_BOUNCE) {
@@ -424,9 +424,9 @@ void ibf_tagged_release(struct ibf_op *op)
 void ibf_tagged_drop(struct ibf_op *op)
 {
 	if (op->kind == IBF_OP_REPLY)
-		__atomic_sub_fetch(&op->ep->tagged->replying, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&ibf_op_ep(op)->tagged->replying, 1, __ATOMIC_RELAXED);
 	else
-		__atomic_sub_fetch(&op->ep->tagged->posted, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&ibf_op_ep(op)->tagged->posted, 1, __ATOMIC_RELAXED);
 }
 
 int ibf_tagged_outstanding(struct ibf_ep *ep)
@@ -673,14 +673,14 @@ int ibf_tagged_init(struct ibf_ep *ep)
 	for (i = 0; i < t->nbounce; i++) {
 		t->bounce[i].kind = IBF_OP_BOUNCE;
 		t->bounce[i].release = ibf_tagged_release;
-		t->bounce[i].ep = ep;
+		t->bounce[i].owner = ep;
 		t->bounce[i].user_comp = 1;
 	}
 	for (i = 0; i < t->nurecv; i++) {
 		t->urecv[i].kind = IBF_OP_URECV;
 		t->urecv[i].release = ibf_tagged_release;
 		t->urecv[i].src = FI_ADDR_NOTAVAIL;
-		t->urecv[i].ep = ep;
+		t->urecv[i].owner = ep;
 		t->urecv[i].user_comp = 1;
 		t->urecv_next[i] = i + 1 < t->nurecv ? (int)i + 1 : -1;
 	}
@@ -692,7 +692,7 @@ int ibf_tagged_init(struct ibf_ep *ep)
 		for (i = 0; i < t->nbounce; i++) {
 			t->reply[i].kind = IBF_OP_REPLY;
 			t->reply[i].release = ibf_tagged_release;
-			t->reply[i].ep = ep;
+			t->reply[i].owner = ep;
 		}
 	}
 	/* Every receive slot and every bounce may wait in the CQ at once. */
