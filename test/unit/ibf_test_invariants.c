@@ -99,6 +99,38 @@ Test(op_life, broken_lives_are_refused)
 			  ibf_rdm_op_state_name(bad[i][1]));
 }
 
+/* A connection's life: what the engine does is allowed, what would
+ * replace a live connection or skip its setup is not. */
+Test(op_life, connection_lives)
+{
+	static const enum ibf_conn_state ok[][2] = {
+		{ IBF_CONN_IDLE, IBF_CONN_CONNECTING },
+		{ IBF_CONN_CONNECTING, IBF_CONN_WAITING },	/* lost the race */
+		{ IBF_CONN_WAITING, IBF_CONN_ACCEPTING },	/* the winner came */
+		{ IBF_CONN_CONNECTING, IBF_CONN_RETRY },
+		{ IBF_CONN_RETRY, IBF_CONN_CONNECTING },
+		{ IBF_CONN_ACCEPTING, IBF_CONN_CONNECTED },
+		{ IBF_CONN_CONNECTED, IBF_CONN_CONNECTED },	/* queue drained */
+		{ IBF_CONN_CONNECTED, IBF_CONN_IDLE },
+	};
+	static const enum ibf_conn_state bad[][2] = {
+		{ IBF_CONN_IDLE, IBF_CONN_CONNECTED },		/* no setup */
+		{ IBF_CONN_CONNECTED, IBF_CONN_ACCEPTING },	/* replaced */
+		{ IBF_CONN_ACCEPTING, IBF_CONN_CONNECTING },
+		{ IBF_CONN_WAITING, IBF_CONN_CONNECTED },
+		{ IBF_CONN_IDLE, IBF_CONN_IDLE },		/* ended twice */
+		{ IBF_CONN_STATES, IBF_CONN_IDLE },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		cr_assert(ibf_conn_move_ok(ok[i][0], ok[i][1]), "%s -> %s",
+			  ibf_conn_state_name(ok[i][0]), ibf_conn_state_name(ok[i][1]));
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert(!ibf_conn_move_ok(bad[i][0], bad[i][1]), "%s -> %s",
+			  ibf_conn_state_name(bad[i][0]), ibf_conn_state_name(bad[i][1]));
+}
+
 #ifdef NDEBUG
 
 Test(invariants, checked_in_test_builds_only)

@@ -220,6 +220,25 @@ int ibf_ep_opsflag(int command, uint64_t *flags, uint64_t *tx, uint64_t *rx)
 	return 0;
 }
 
+const char *ibf_state_name(const char *const *names, int nstates, int state)
+{
+	return (unsigned)state < (unsigned)nstates && names[state] ?
+	       names[state] : "?";
+}
+
+int ibf_state_move_ok(const uint32_t *moves, const char *const *names,
+		      int nstates, int from, int to, const char *what)
+{
+	if ((unsigned)from < (unsigned)nstates && (unsigned)to < (unsigned)nstates &&
+	    (moves[from] & (1u << to)))
+		return 1;
+	IBF_WARN(FI_LOG_CORE, "%s went from %s to %s, which its life does not "
+		 "allow: a bug in ibfab, please report it\n", what,
+		 ibf_state_name(names, nstates, from),
+		 ibf_state_name(names, nstates, to));
+	return 0;
+}
+
 const char *ibf_enum_str(char *buf, size_t len, int type, int value)
 {
 	static const char *const waits[] = {

@@ -125,6 +125,16 @@ size_t ibf_copy_to_iov(const struct iovec *iov, size_t count,
 #define IBF_ENUM_STR 48
 const char *ibf_enum_str(char *buf, size_t len, int type, int value);
 
+/*
+ * A state machine's two tables (RDM ops, RDM connections, FI_EP_MSG
+ * endpoints): names[state] for the logs ("?" for a state out of range or
+ * unnamed), and moves[from], a bit per state from may go to.  A move the
+ * table refuses is warned about, as a bug, naming what moved ("an op").
+ */
+const char *ibf_state_name(const char *const *names, int nstates, int state);
+int ibf_state_move_ok(const uint32_t *moves, const char *const *names,
+		      int nstates, int from, int to, const char *what);
+
 int ibf_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
 int ibf_no_control(struct fid *fid, int command, void *arg);
 int ibf_no_ops_open(struct fid *fid, const char *name, uint64_t flags,

@@ -204,17 +204,17 @@ static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 	return 0;
 }
 
+static const char *const ibf_ep_state_names[IBF_EP_STATES] = {
+	[IBF_EP_IDLE] = "idle",
+	[IBF_EP_CONNECTING] = "connecting",
+	[IBF_EP_CONNECTED] = "connected",
+	[IBF_EP_SHUTDOWN] = "shutdown",
+	[IBF_EP_ERROR] = "error",
+};
+
 const char *ibf_ep_state_name(enum ibf_ep_state state)
 {
-	static const char *const names[IBF_EP_STATES] = {
-		[IBF_EP_IDLE] = "idle",
-		[IBF_EP_CONNECTING] = "connecting",
-		[IBF_EP_CONNECTED] = "connected",
-		[IBF_EP_SHUTDOWN] = "shutdown",
-		[IBF_EP_ERROR] = "error",
-	};
-
-	return (unsigned)state < IBF_EP_STATES ? names[state] : "?";
+	return ibf_state_name(ibf_ep_state_names, IBF_EP_STATES, (int)state);
 }
 
 enum ibf_ep_state ibf_ep_set_state(struct ibf_ep *ep, enum ibf_ep_state to)

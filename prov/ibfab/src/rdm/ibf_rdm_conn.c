@@ -442,26 +442,51 @@ void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep *ep)
 	__atomic_store_n(&ep->cm_pending, 1, __ATOMIC_SEQ_CST);
 }
 
+static const char *const ibf_conn_names[IBF_CONN_STATES] = {
+	[IBF_CONN_IDLE] = "idle",
+	[IBF_CONN_CONNECTING] = "connecting",
+	[IBF_CONN_WAITING] = "waiting",
+	[IBF_CONN_ACCEPTING] = "accepting",
+	[IBF_CONN_CONNECTED] = "connected",
+	[IBF_CONN_RETRY] = "retry",
+};
+
 const char *ibf_conn_state_name(enum ibf_conn_state state)
 {
-	static const char *const names[IBF_CONN_STATES] = {
-		[IBF_CONN_IDLE] = "idle",
-		[IBF_CONN_CONNECTING] = "connecting",
-		[IBF_CONN_WAITING] = "waiting",
-		[IBF_CONN_ACCEPTING] = "accepting",
-		[IBF_CONN_CONNECTED] = "connected",
-		[IBF_CONN_RETRY] = "retry",
-	};
+	return ibf_state_name(ibf_conn_names, IBF_CONN_STATES, (int)state);
+}
 
-	return (unsigned)state < IBF_CONN_STATES && names[state] ?
-	       names[state] : "?";
+#define IBF_C(s) (1u << IBF_CONN_##s)
+/*
+ * The life of a connection: the states each may go to.  Ours is tried
+ * (CONNECTING) from idle, or again after a pause (RETRY) or after losing
+ * a simultaneous connect and waiting for the winner's request (WAITING);
+ * a peer's request is accepted in any state but a live one.  Either
+ * comes up (CONNECTED, which a drained queue says again), and any ends
+ * back in IDLE.
+ */
+static const uint32_t ibf_conn_moves[IBF_CONN_STATES] = {
+	[IBF_CONN_IDLE] = IBF_C(CONNECTING) | IBF_C(ACCEPTING),
+	[IBF_CONN_CONNECTING] = IBF_C(IDLE) | IBF_C(RETRY) | IBF_C(WAITING) |
+				IBF_C(ACCEPTING) | IBF_C(CONNECTED),
+	[IBF_CONN_WAITING] = IBF_C(IDLE) | IBF_C(CONNECTING) | IBF_C(ACCEPTING),
+	[IBF_CONN_RETRY] = IBF_C(IDLE) | IBF_C(CONNECTING) | IBF_C(ACCEPTING),
+	[IBF_CONN_ACCEPTING] = IBF_C(IDLE) | IBF_C(CONNECTED),
+	[IBF_CONN_CONNECTED] = IBF_C(IDLE) | IBF_C(CONNECTED),
+};
+#undef IBF_C
+
+int ibf_conn_move_ok(enum ibf_conn_state from, enum ibf_conn_state to)
+{
+	return ibf_state_move_ok(ibf_conn_moves, ibf_conn_names, IBF_CONN_STATES,
+				 (int)from, (int)to, "a connection");
 }
 
 void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, enum ibf_conn_state state)
 {
 	struct ibf_rdm_ep *ep = conn->ep;
 
-	assert((unsigned)state < IBF_CONN_STATES);
+	assert(ibf_conn_move_ok(conn->state, state));
 	assert(ep->nstate[conn->state] > 0);	/* counted where it is */
 	/* Connected means a QP to carry it. */
 	assert(state != IBF_CONN_CONNECTED ||

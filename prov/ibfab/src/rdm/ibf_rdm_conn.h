@@ -438,6 +438,9 @@ void ibf_rdm_set_pending(struct ibf_rdm_ep *ep);
 void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, enum ibf_conn_state state);
 /* A state's name, for logs. */
 const char *ibf_conn_state_name(enum ibf_conn_state state);
+/* Whether a connection may go from one state to the other (the table of
+ * its life, ibf_rdm_conn.c; asserted by ibf_rdm_conn_state). */
+int ibf_conn_move_ok(enum ibf_conn_state from, enum ibf_conn_state to);
 /* The connection is over: what waits on it fails with err. */
 void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err);
 /* Established: post the queue, then let senders post directly. */

@@ -162,32 +162,31 @@ int ibf_rdm_bounce_owned(struct ibf_rdm_ep *ep, const void *p)
 	return 0;
 }
 
+static const char *const ibf_rdm_op_names[IBF_RDM_OP_STATES] = {
+	[IBF_RDM_FREE] = "free",
+	[IBF_RDM_NEW] = "new",
+	[IBF_RDM_TX] = "tx",
+	[IBF_RDM_TX_RTS] = "tx-rts",
+	[IBF_RDM_QUEUED] = "queued",
+	[IBF_RDM_RX_POSTED] = "rx-posted",
+	[IBF_RDM_RX_READ] = "rx-read",
+	[IBF_RDM_BOUNCE_POSTED] = "bounce-posted",
+	[IBF_RDM_BOUNCE_HELD] = "bounce-held",
+	[IBF_RDM_BOUNCE_FIN] = "bounce-fin",
+	[IBF_RDM_DONE] = "done",
+	[IBF_RDM_PROBE] = "probe",
+	[IBF_RDM_DRAIN] = "drain",
+	[IBF_RDM_BOUNCE_SPARE] = "bounce-spare",
+	[IBF_RDM_TX_RMA] = "tx-rma",
+	[IBF_RDM_TX_ATOMIC] = "tx-atomic",
+	[IBF_RDM_BOUNCE_CLAIMED] = "bounce-claimed",
+	[IBF_RDM_GRANT] = "grant",
+	[IBF_RDM_TX_KEYQ] = "tx-keyq",
+};
+
 const char *ibf_rdm_op_state_name(enum ibf_rdm_op_state state)
 {
-	static const char *const names[IBF_RDM_OP_STATES] = {
-		[IBF_RDM_FREE] = "free",
-		[IBF_RDM_NEW] = "new",
-		[IBF_RDM_TX] = "tx",
-		[IBF_RDM_TX_RTS] = "tx-rts",
-		[IBF_RDM_QUEUED] = "queued",
-		[IBF_RDM_RX_POSTED] = "rx-posted",
-		[IBF_RDM_RX_READ] = "rx-read",
-		[IBF_RDM_BOUNCE_POSTED] = "bounce-posted",
-		[IBF_RDM_BOUNCE_HELD] = "bounce-held",
-		[IBF_RDM_BOUNCE_FIN] = "bounce-fin",
-		[IBF_RDM_DONE] = "done",
-		[IBF_RDM_PROBE] = "probe",
-		[IBF_RDM_DRAIN] = "drain",
-		[IBF_RDM_BOUNCE_SPARE] = "bounce-spare",
-		[IBF_RDM_TX_RMA] = "tx-rma",
-		[IBF_RDM_TX_ATOMIC] = "tx-atomic",
-		[IBF_RDM_BOUNCE_CLAIMED] = "bounce-claimed",
-		[IBF_RDM_GRANT] = "grant",
-		[IBF_RDM_TX_KEYQ] = "tx-keyq",
-	};
-
-	return (unsigned)state < IBF_RDM_OP_STATES && names[state] ?
-	       names[state] : "?";
+	return ibf_state_name(ibf_rdm_op_names, IBF_RDM_OP_STATES, (int)state);
 }
 
 #define IBF_S(s) (1u << IBF_RDM_##s)
@@ -247,13 +246,8 @@ _Static_assert(IBF_RDM_OP_STATES <= 32, "a state is a bit of a move mask");
 
 int ibf_rdm_op_move_ok(enum ibf_rdm_op_state from, enum ibf_rdm_op_state to)
 {
-	if ((unsigned)from < IBF_RDM_OP_STATES && (unsigned)to < IBF_RDM_OP_STATES &&
-	    (ibf_rdm_op_moves[from] & (1u << to)))
-		return 1;
-	IBF_WARN(FI_LOG_EP_DATA, "an op went from %s to %s, which its life "
-		 "does not allow: a bug in ibfab, please report it\n",
-		 ibf_rdm_op_state_name(from), ibf_rdm_op_state_name(to));
-	return 0;
+	return ibf_state_move_ok(ibf_rdm_op_moves, ibf_rdm_op_names,
+				 IBF_RDM_OP_STATES, (int)from, (int)to, "an op");
 }
 
 struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
