@@ -303,7 +303,7 @@ Test(rdm_cm, the_lower_name_keeps_its_connect)
 	cr_assert_eq(cm.connects, 1);
 	established(&ids[0]);
 	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
-	cr_assert_eq(conn->remote, 9, "the peer's index, from its answer");
+	cr_assert_eq(conn->window_max, 8, "the peer's window, from its answer");
 	cr_assert_eq(ibf_rdm_qp_conn(ep, qps[0].qp_num), conn);
 }
 
@@ -326,7 +326,7 @@ Test(rdm_cm, the_higher_name_accepts_the_peers)
 	cr_assert_eq(conn->state, IBF_CONN_ACCEPTING);
 	cr_assert_eq(conn->id, theirs);
 	cr_assert_eq(conn->loser, &ids[0]);
-	cr_assert_eq(conn->remote, 9);
+	cr_assert_eq(conn->window_max, 8, "the requester's window");
 
 	event(&ids[0], RDMA_CM_EVENT_REJECTED, 0, &tiebreak, sizeof(tiebreak));
 	cr_assert_null(conn->loser);

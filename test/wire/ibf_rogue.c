@@ -247,7 +247,7 @@ void hdr_init(struct ibf_rdm_hdr *h, uint8_t type, uint32_t conn,
 {
 	memset(h, 0, sizeof(*h));
 	h->type = type;
-	h->conn = conn;
+	h->rsvd = conn;	/* any value: never read */
 	h->tag = tag;
 	h->flags = IBF_RDM_F_TAGGED;
 }

@@ -165,6 +165,14 @@ struct ibf_rdm_ep {
 #define IBF_RDM_CHUNK 64
 
 /* A bounce has left the SRQ with an arrival. */
+/* Our domain's key generation, for the headers we build (ibf_rdm_wire.h):
+ * it moves when a region with a requested key closes. */
+static inline uint16_t ibf_rdm_key_gen(const struct ibf_rdm_ep *ep)
+{
+	return (uint16_t)__atomic_load_n(&ep->base.domain->key_gen,
+					 __ATOMIC_ACQUIRE);
+}
+
 static inline void ibf_rdm_bounce_arrived(struct ibf_rdm_ep *ep)
 {
 	ep->srq_posted--;

@@ -35,8 +35,7 @@ void ibf_rdm_atomic_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	size_t size = ibf_atomic_size(a->dt), i;
 
-	hdr->type = IBF_RDM_ATOMIC;
-	hdr->flags = 0;
+	ibf_rdm_hdr_set(hdr, IBF_RDM_ATOMIC, 0, ibf_rdm_key_gen(ep));
 	op->wire_len = IBF_RDM_HDR +
 		       (uint32_t)ibf_atomic_req_build(op->mem + IBF_RDM_HDR, a,
 						      req->count,
@@ -97,7 +96,7 @@ void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		if (ep->base.cntr[IBF_CNTR_REMOTE_WRITE] && req->op != FI_ATOMIC_READ)
 			ibf_cntr_count(ep->base.cntr[IBF_CNTR_REMOTE_WRITE], 0);
 	}
-	hdr->type = IBF_RDM_ATOMIC_RESP;
+	ibf_rdm_hdr_set(hdr, IBF_RDM_ATOMIC_RESP, 0, ibf_rdm_key_gen(ep));
 	b->wire_len = IBF_RDM_HDR + (uint32_t)answer;
 	ibf_rdm_reply_post(ep, b);
 }

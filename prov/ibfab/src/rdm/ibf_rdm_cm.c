@@ -261,7 +261,6 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
 
 	id->context = conn;
 	/* Before the QP is published (ep->qp_map): arrivals on it read them. */
-	conn->remote = req->conn;
 	ibf_rdm_window_set(conn, req->window);
 	ibf_rdm_peer_events_set(conn, req->flags);
 	ret = ibf_rdm_qp_create(conn, id);
@@ -320,7 +319,7 @@ void ibf_rdm_probe(struct ibf_rdm_conn *conn)
 		return;		/* one is out */
 	}
 	memset(&conn->probe_hdr, 0, sizeof(conn->probe_hdr));
-	conn->probe_hdr.type = IBF_RDM_PING;
+	ibf_rdm_hdr_set(&conn->probe_hdr, IBF_RDM_PING, 0, ibf_rdm_key_gen(ep));
 	ibf_rdm_op_to_atomic(op, IBF_RDM_PROBE);
 	if (ibf_rdm_post_send(conn, op, &sge, 1, 1))
 		ibf_rdm_op_to_atomic(op, IBF_RDM_FREE);
@@ -471,7 +470,6 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 		}
 		if (!ibf_name_key(&conn->name))	/* named by address: now known */
 			ibf_name_set_key(&conn->name, ibf_name_key(&d->name));
-		conn->remote = d->conn;
 		ibf_rdm_window_set(conn, d->window);
 		ibf_rdm_peer_events_set(conn, d->flags);
 	}

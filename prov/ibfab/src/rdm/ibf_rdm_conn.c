@@ -293,7 +293,6 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
 	conn->name = *name;
 	conn->fi_addr = FI_ADDR_NOTAVAIL;
 	conn->self = self;
-	conn->remote = 0;
 	conn->rx_life = 0;	/* the counts of the record's last peer */
 	conn->owed = 0;
 	conn->wimm_sent = 0;

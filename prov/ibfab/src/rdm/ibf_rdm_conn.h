@@ -78,7 +78,6 @@ enum ibf_conn_state {
 struct ibf_rdm_conn {
 	struct ibf_rdm_ep *ep;
 	uint32_t index;		/* in ep->conns; our id in headers to us */
-	uint32_t remote;	/* the peer's index: goes in our headers */
 	enum ibf_conn_state state;	/* CONNECTED read atomically */
 	struct ibf_name name;
 	fi_addr_t fi_addr;	/* FI_ADDR_NOTAVAIL until found in the AV */

@@ -101,16 +101,6 @@ int ibf_rdm_post(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	return ibf_rdm_post_wrs(conn, op, wr, n, held, epoch);
 }
 
-/* What every header we send says of us: the receiver's index of the
- * connection, and our domain's key generation. */
-static void ibf_rdm_hdr_address(const struct ibf_rdm_conn *conn,
-				struct ibf_rdm_hdr *hdr)
-{
-	hdr->conn = conn->remote;
-	hdr->key_gen = (uint16_t)__atomic_load_n(&conn->ep->base.domain->key_gen,
-						 __ATOMIC_ACQUIRE);
-}
-
 /* A send whose header is in op->mem, on conn's life epoch. */
 static int ibf_rdm_post_msg(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 			    struct ibv_sge *sge, int nsge, int inl,
@@ -121,7 +111,6 @@ static int ibf_rdm_post_msg(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 
 	ibf_rdm_wr_init(&wr, IBV_WR_SEND, sge, nsge,
 			IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0));
-	ibf_rdm_hdr_address(conn, (struct ibf_rdm_hdr *)op->mem);
 	ret = ibf_rdm_post_wrs(conn, op, &wr, 1, 0, epoch);
 	return ret < 0 ? ret : 0;
 }
@@ -157,7 +146,6 @@ static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		struct ibf_rdm_hdr *hdr = (void *)op->mem;
 		struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
 
-		ibf_rdm_hdr_address(conn, hdr);
 		note->last = op->part_len;
 		if (op->wr_kind != IBF_RDM_WR_READ) {
 			/* The target sees this write (its immediate) and takes

@@ -52,16 +52,19 @@ static int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 			      const struct ibf_rdm_req *req)
 {
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
+	uint8_t flags;
 
 	hdr->tag = req->send.tag;
 	hdr->data = req->data;
-	hdr->flags = (req->send.tagged ? IBF_RDM_F_TAGGED : 0) |
-		     (req->flags & FI_REMOTE_CQ_DATA ? IBF_RDM_F_DATA : 0);
+	flags = (req->send.tagged ? IBF_RDM_F_TAGGED : 0) |
+		(req->flags & FI_REMOTE_CQ_DATA ? IBF_RDM_F_DATA : 0);
 	op->read_err = 0;
 	op->wr_kind = IBF_RDM_WR_SEND;
-	if (req->len > ep->eager_size)
+	if (req->len > ep->eager_size) {
+		ibf_rdm_hdr_set(hdr, IBF_RDM_RTS, flags, ibf_rdm_key_gen(ep));
 		return ibf_rdm_rts_build(ep, op, req->iov, req->count, req->len);
-	hdr->type = IBF_RDM_EAGER;
+	}
+	ibf_rdm_hdr_set(hdr, IBF_RDM_EAGER, flags, ibf_rdm_key_gen(ep));
 	ibf_rdm_copy_from_iov(op->mem + IBF_RDM_HDR, req->iov, req->count);
 	op->wire_len = (uint32_t)(IBF_RDM_HDR + req->len);
 	op->tx_state = IBF_RDM_TX;

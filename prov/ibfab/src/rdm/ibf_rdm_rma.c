@@ -157,8 +157,9 @@ static void ibf_rdm_rma_notice(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
 
-	hdr->type = op->rma_kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE : IBF_RDM_WDATA;
-	hdr->flags = op->rma_kind == IBF_RDM_WR_WRITE_DATA ? IBF_RDM_F_DATA : 0;
+	ibf_rdm_hdr_set(hdr, op->rma_kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE :
+			IBF_RDM_WDATA, op->rma_kind == IBF_RDM_WR_WRITE_DATA ?
+			IBF_RDM_F_DATA : 0, ibf_rdm_key_gen(ep));
 	hdr->tag = (uint32_t)op->rma_app_key;	/* a write's sequence: at post */
 	hdr->data = op->rma_data;
 	note->addr = op->rma_app_addr;
@@ -314,8 +315,7 @@ static int ibf_rdm_rma_keyed(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
 	m = ibf_rdm_key_find(op->conn, op->rma_app_key);
 	if (m)
 		return ibf_rdm_key_apply(op, m);
-	hdr->type = IBF_RDM_KEYQ;
-	hdr->flags = 0;
+	ibf_rdm_hdr_set(hdr, IBF_RDM_KEYQ, 0, ibf_rdm_key_gen(ep));
 	hdr->tag = 0;
 	hdr->data = 0;
 	q->key = op->rma_app_key;
@@ -395,8 +395,7 @@ void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	r.rkey = ki.rkey;
 	r.access = ki.access;
 	memcpy(b->mem + IBF_RDM_HDR, &r, sizeof(r));
-	hdr->type = IBF_RDM_KEYR;
-	hdr->flags = 0;
+	ibf_rdm_hdr_set(hdr, IBF_RDM_KEYR, 0, ibf_rdm_key_gen(ep));
 	b->wire_len = IBF_RDM_HDR + sizeof(r);
 	ibf_rdm_reply_post(ep, b);
 }

@@ -21,16 +21,15 @@
 
 #include "ibf_rdm.h"
 
-/* Register the sender's buffers for the peer to read; fill the RTS. */
+/* Register the sender's buffers for the peer to read; fill the RTS (the
+ * header before it is the caller's). */
 int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 			     const struct iovec *iov, size_t count, size_t len)
 {
-	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	struct ibf_rdm_rts *rts = (void *)(op->mem + IBF_RDM_HDR);
 	struct ibv_mr *mr;
 	size_t i;
 
-	hdr->type = IBF_RDM_RTS;
 	rts->len = len;
 	rts->cookie = (uint32_t)(op - ep->ops);
 	rts->nseg = 0;
@@ -134,8 +133,7 @@ static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	uint32_t cookie = rts->cookie;
 
-	hdr->type = IBF_RDM_FIN;
-	hdr->flags = 0;
+	ibf_rdm_hdr_set(hdr, IBF_RDM_FIN, 0, ibf_rdm_key_gen(ep));
 	fin->cookie = cookie;
 	fin->status = status;
 	b->wire_len = IBF_RDM_HDR + sizeof(*fin);

@@ -63,9 +63,9 @@ enum {
 struct ibf_rdm_hdr {
 	uint64_t tag;
 	uint64_t data;
-	uint32_t conn;		/* the receiver's index of this connection: a
-				 * hint only, the receiver knows the sender by
-				 * the QP the message came in on */
+	uint32_t rsvd;		/* 0; ignored (it carried the receiver's index
+				 * of the connection, never read: a receiver
+				 * knows the sender by the QP it came in on) */
 	uint8_t type;
 	uint8_t flags;
 	/* The sender's domain's key generation (requested keys): when it
@@ -74,6 +74,21 @@ struct ibf_rdm_hdr {
 	uint16_t key_gen;
 };
 #define IBF_RDM_HDR sizeof(struct ibf_rdm_hdr)
+
+/*
+ * The header's own fields, written by whoever builds the message (the
+ * protocol, or the connection layer for its PING) when it builds it: its
+ * type and flags, and the sender's key generation (ibf_rdm_key_gen).  A
+ * post adds nothing to it but a write's sequence (a WDATA's tag).
+ */
+static inline void ibf_rdm_hdr_set(struct ibf_rdm_hdr *hdr, uint8_t type,
+				   uint8_t flags, uint16_t key_gen)
+{
+	hdr->type = type;
+	hdr->flags = flags;
+	hdr->rsvd = 0;
+	hdr->key_gen = key_gen;
+}
 
 #define IBF_RDM_IOV IBF_RDM_IOV_LIMIT
 struct ibf_rdm_seg {
