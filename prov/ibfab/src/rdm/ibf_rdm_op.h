@@ -164,7 +164,8 @@ static inline void ibf_rdm_op_to(struct ibf_rdm_op *op,
 static inline void ibf_rdm_op_to_atomic(struct ibf_rdm_op *op,
 					enum ibf_rdm_op_state to)
 {
-	assert(ibf_rdm_op_move_ok(op->state, to));
+	assert(ibf_rdm_op_move_ok(__atomic_load_n(&op->state, __ATOMIC_RELAXED),
+				  to));
 	__atomic_store_n(&op->state, to, __ATOMIC_RELEASE);
 }
 
