@@ -889,6 +889,8 @@ void ibf_cm_reuse_addr(struct rdma_cm_id *id);
  */
 int ibf_post_trace_on(void);
 void ibf_post_trace(const char *who, const struct ibv_send_wr *wr, int slots);
+/* The same for a receive's work requests. */
+void ibf_post_trace_recv(const char *who, const struct ibv_recv_wr *wr);
 
 /* ibf_noops.c: what an object does not support answers -FI_ENOSYS. */
 extern struct fi_ops_tagged ibf_no_tagged_ops;

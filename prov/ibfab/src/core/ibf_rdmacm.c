@@ -102,3 +102,18 @@ void ibf_post_trace(const char *who, const struct ibv_send_wr *wr, int slots)
 		       slots);
 	}
 }
+
+void ibf_post_trace_recv(const char *who, const struct ibv_recv_wr *wr)
+{
+	uint64_t len;
+	int j;
+
+	for (; wr; wr = wr->next) {
+		for (len = 0, j = 0; j < wr->num_sge; j++)
+			len += wr->sg_list[j].length;
+		fi_log(&ibf_prov, FI_LOG_DEBUG, FI_LOG_EP_DATA, __func__,
+		       __LINE__, "post: %s: receive of %llu bytes in %d sge%s\n",
+		       who, (unsigned long long)len, wr->num_sge,
+		       wr->num_sge == 1 ? "" : "s");
+	}
+}

@@ -94,6 +94,7 @@ struct ibf_srx {
 	uint32_t nfree, size;
 	size_t iov_limit;
 	int ref;			/* endpoints bound */
+	int post_trace;			/* each post logged (FI_LOG_LEVEL=debug) */
 };
 /*
  * A shared receive context's slots complete in any order (each QP reports

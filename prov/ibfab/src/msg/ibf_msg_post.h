@@ -73,6 +73,32 @@ static inline struct ibf_cntr *ibf_tx_cntr(const struct ibf_ep *ep,
 }
 
 void ibf_msg_post_trace(struct ibf_ep *ep, const struct ibv_send_wr *wr);
+void ibf_msg_post_recv_trace(const struct ibv_qp *qp,
+			     const struct ibv_recv_wr *wr);
+
+/*
+ * The one post to a receive queue of the msg wing (its lock held): an
+ * endpoint's QP (ring slots, tagged mode's bounces), or a shared receive
+ * context's SRQ when srq is not NULL.  Traced at FI_LOG_LEVEL=debug when
+ * *trace (the owner's post_trace); 0, or what the device's refusal means
+ * (a full queue: -FI_EAGAIN).
+ */
+static inline int ibf_msg_post_recv(struct ibv_qp *qp, struct ibv_srq *srq,
+				    const int *trace, struct ibv_recv_wr *wr)
+{
+	struct ibv_recv_wr *bad;
+	int ret;
+
+	ret = srq ? ibv_post_srq_recv(srq, wr, &bad) :
+		    ibv_post_recv(qp, wr, &bad);
+	if (unlikely(ret))
+		return ibf_errno_to_fi_retry(ret);
+	/* Said once posted (the wr is still ours); the flag read only now,
+	 * so nothing but qp and wr lives across the post. */
+	if (unlikely(*trace))
+		ibf_msg_post_recv_trace(qp, wr);
+	return 0;
+}
 
 /*
  * The one post to the endpoint's send queue (tx_lock held): a ring slot's
@@ -212,7 +238,7 @@ static inline ssize_t ibf_ep_post_rx_wr(struct ibf_ep *ep, struct ibv_sge *sge,
 					size_t count, size_t len, void *buf,
 					void *context, int comp, uint64_t flags)
 {
-	struct ibv_recv_wr wr, *bad;
+	struct ibv_recv_wr wr;
 	struct ibf_op *op;
 	int ret;
 
@@ -230,9 +256,9 @@ static inline ssize_t ibf_ep_post_rx_wr(struct ibf_ep *ep, struct ibv_sge *sge,
 	op->cntr = ep->base.cntr[IBF_CNTR_RECV];
 	op->lkey = count ? sge[0].lkey : 0;
 	wr.wr_id = (uintptr_t)op;
-	ret = ibv_post_recv(ep->id->qp, &wr, &bad);
+	ret = ibf_msg_post_recv(ep->id->qp, NULL, &ep->post_trace, &wr);
 	if (unlikely(ret))
-		return ibf_errno_to_fi(ret);
+		return ret;
 	ep->rx.head++;
 	/* Posted after the connection went down: make sure it flushes.  A
 	 * disconnect racing this post changes the state first and moves the

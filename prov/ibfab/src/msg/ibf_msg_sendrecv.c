@@ -17,6 +17,19 @@ ibf_msg_post_trace(struct ibf_ep *ep, const struct ibv_send_wr *wr)
 	ibf_post_trace(who, wr, (int)ibf_ring_free(&ep->tx));
 }
 
+/* ibf_msg_post_recv's trace: an endpoint's QP, or an SRQ (qp NULL). */
+void __attribute__((noinline, cold))
+ibf_msg_post_recv_trace(const struct ibv_qp *qp, const struct ibv_recv_wr *wr)
+{
+	char who[32];
+
+	if (qp)
+		snprintf(who, sizeof(who), "endpoint qp %u", qp->qp_num);
+	else
+		snprintf(who, sizeof(who), "shared receive context");
+	ibf_post_trace_recv(who, wr);
+}
+
 static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 			    void *desc, fi_addr_t src_addr, void *context)
 {

@@ -31,7 +31,7 @@ ssize_t ibf_srx_post(struct ibf_srx *srx, const struct iovec *iov,
 			    void **desc, size_t count, void *context)
 {
 	struct ibv_sge sge[IBF_MAX_SGE];
-	struct ibv_recv_wr wr, *bad;
+	struct ibv_recv_wr wr;
 	struct ibf_op *op;
 	uint32_t idx;
 	size_t len;
@@ -59,11 +59,11 @@ ssize_t ibf_srx_post(struct ibf_srx *srx, const struct iovec *iov,
 	op->buf = count ? iov[0].iov_base : NULL;
 	op->user_comp = 1;
 	wr.wr_id = (uintptr_t)op;
-	ret = ibv_post_srq_recv(srx->srq, &wr, &bad);
+	ret = ibf_msg_post_recv(NULL, srx->srq, &srx->post_trace, &wr);
 	if (unlikely(ret))
 		srx->free[srx->nfree++] = idx;
 	ibf_lock_release(&srx->lock);
-	return likely(!ret) ? 0 : ibf_errno_to_fi((int)ret);
+	return ret;
 }
 
 static struct ibf_srx *to_srx(struct fid_ep *ep)
@@ -195,6 +195,7 @@ int ibf_srx_open(struct fid_domain *domain_fid, struct fi_rx_attr *attr,
 		return -FI_ENOMEM;
 	srx->domain = dom;
 	srx->size = (uint32_t)size;
+	srx->post_trace = ibf_post_trace_on();	/* once: not per post */
 	srx->iov_limit = attr && attr->iov_limit ? attr->iov_limit : ibf_params.rx_iov_limit;
 	srx->iov_limit = IBF_MIN(IBF_MIN(srx->iov_limit, (size_t)dom->dev_attr.max_srq_sge),
 				 IBF_MAX_SGE);

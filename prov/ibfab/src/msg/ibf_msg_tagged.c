@@ -134,15 +134,15 @@ static int ibf_bounce_post(struct ibf_tagged *t, struct ibf_op *b)
 		.lkey = t->rx_mr->lkey,
 	};
 	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)b, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
+				  .num_sge = 1 };
 	int ret;
 
 	__atomic_add_fetch(&t->posted, 1, __ATOMIC_RELAXED);
-	ret = ibv_post_recv(t->ep->id->qp, &wr, &bad);
+	ret = ibf_msg_post_recv(t->ep->id->qp, NULL, &t->ep->post_trace, &wr);
 	if (ret) {
 		__atomic_sub_fetch(&t->posted, 1, __ATOMIC_RELAXED);
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot post a receive "
-			       "buffer again: %s\n", strerror(ret));
+			       "buffer again: %s\n", fi_strerror(-ret));
 	}
 	return ret;
 }
