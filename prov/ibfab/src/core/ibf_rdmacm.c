@@ -85,35 +85,36 @@ int ibf_post_trace_on(void)
 	return fi_log_enabled(&ibf_prov, FI_LOG_DEBUG, FI_LOG_EP_DATA);
 }
 
-void ibf_post_trace(const char *who, const struct ibv_send_wr *wr, int slots)
+/* The bytes a work request's sges hold. */
+static uint64_t ibf_sge_bytes(const struct ibv_sge *sg, int n)
 {
-	uint64_t len;
+	uint64_t len = 0;
 	int j;
 
-	for (; wr; wr = wr->next) {
-		for (len = 0, j = 0; j < wr->num_sge; j++)
-			len += wr->sg_list[j].length;
+	for (j = 0; j < n; j++)
+		len += sg[j].length;
+	return len;
+}
+
+void ibf_post_trace(const char *who, const struct ibv_send_wr *wr, int slots)
+{
+	for (; wr; wr = wr->next)
 		fi_log(&ibf_prov, FI_LOG_DEBUG, FI_LOG_EP_DATA, __func__,
 		       __LINE__, "post: %s: %s of %llu bytes in %d sge%s%s, "
 		       "%d slots left\n", who, ibf_wr_name(wr->opcode),
-		       (unsigned long long)len, wr->num_sge,
+		       (unsigned long long)ibf_sge_bytes(wr->sg_list, wr->num_sge),
+		       wr->num_sge,
 		       wr->send_flags & IBV_SEND_INLINE ? " inline" : "",
 		       wr->send_flags & IBV_SEND_SIGNALED ? " signalled" : "",
 		       slots);
-	}
 }
 
 void ibf_post_trace_recv(const char *who, const struct ibv_recv_wr *wr)
 {
-	uint64_t len;
-	int j;
-
-	for (; wr; wr = wr->next) {
-		for (len = 0, j = 0; j < wr->num_sge; j++)
-			len += wr->sg_list[j].length;
+	for (; wr; wr = wr->next)
 		fi_log(&ibf_prov, FI_LOG_DEBUG, FI_LOG_EP_DATA, __func__,
-		       __LINE__, "post: %s: receive of %llu bytes in %d sge%s\n",
-		       who, (unsigned long long)len, wr->num_sge,
-		       wr->num_sge == 1 ? "" : "s");
-	}
+		       __LINE__, "post: %s: receive of %llu bytes in %d sge\n",
+		       who, (unsigned long long)ibf_sge_bytes(wr->sg_list,
+							      wr->num_sge),
+		       wr->num_sge);
 }
