@@ -40,7 +40,6 @@ static struct {
 	int disconnects;
 	int resolves;
 	int sends;		/* PINGs */
-	int fail_create_qp;
 } cm;
 
 static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
@@ -91,10 +90,6 @@ WRAP(int, rdma_create_qp, struct rdma_cm_id *id, struct ibv_pd *pd,
 {
 	(void)pd;
 	(void)attr;
-	if (cm.fail_create_qp) {
-		errno = ENOMEM;
-		return -1;
-	}
 	id->qp = &qps[id - ids];
 	return 0;
 }

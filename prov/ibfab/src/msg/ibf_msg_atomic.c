@@ -98,13 +98,14 @@ void ibf_msg_atomic_fini(struct ibf_ep *ep)
 
 void ibf_msg_atomic_release(struct ibf_op *op)
 {
-	struct ibf_msg_atomic *m = ibf_op_ep(op)->matomic;
+	struct ibf_ep *ep = ibf_op_ep(op);
+	struct ibf_msg_atomic *m = ep->matomic;
 	int i = (int)((struct ibf_msg_atomic_slot *)op - m->slot);
 
-	ibf_lock_acquire(&ibf_op_ep(op)->tx_lock);
+	ibf_lock_acquire(&ep->tx_lock);
 	m->next[i] = m->free_head;
 	m->free_head = i;
-	ibf_lock_release(&ibf_op_ep(op)->tx_lock);
+	ibf_lock_release(&ep->tx_lock);
 }
 
 /* What the request's frame carries. */

@@ -217,6 +217,14 @@ const char *ibf_ep_state_name(enum ibf_ep_state state)
 	return ibf_state_name(ibf_ep_state_names, IBF_EP_STATES, (int)state);
 }
 
+/* A change of ep's state, at debug level (both ways of making one). */
+static void ibf_ep_state_said(const struct ibf_ep *ep, enum ibf_ep_state from,
+			      enum ibf_ep_state to)
+{
+	IBF_DBG(FI_LOG_EP_CTRL, "endpoint %p: %s -> %s\n", (const void *)ep,
+		ibf_ep_state_name(from), ibf_ep_state_name(to));
+}
+
 enum ibf_ep_state ibf_ep_set_state(struct ibf_ep *ep, enum ibf_ep_state to)
 {
 	enum ibf_ep_state from;
@@ -225,8 +233,7 @@ enum ibf_ep_state ibf_ep_set_state(struct ibf_ep *ep, enum ibf_ep_state to)
 	/* Connected means a QP to carry it. */
 	assert(to != IBF_EP_CONNECTED || (ep->id && ep->id->qp));
 	from = __atomic_exchange_n(&ep->state, to, __ATOMIC_ACQ_REL);
-	IBF_DBG(FI_LOG_EP_CTRL, "endpoint %p: %s -> %s\n", (void *)ep,
-		ibf_ep_state_name(from), ibf_ep_state_name(to));
+	ibf_ep_state_said(ep, from, to);
 	return from;
 }
 
@@ -239,8 +246,7 @@ static int ibf_ep_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 	if (!__atomic_compare_exchange_n(&ep->state, &state, IBF_EP_SHUTDOWN, 0,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return state == IBF_EP_SHUTDOWN ? 0 : -FI_ENOTCONN;
-	IBF_DBG(FI_LOG_EP_CTRL, "endpoint %p: connected -> shutdown\n",
-		(void *)ep);
+	ibf_ep_state_said(ep, IBF_EP_CONNECTED, IBF_EP_SHUTDOWN);
 	if (rdma_disconnect(ep->id))
 		return ibf_errno_to_fi(errno);
 	return 0;
