@@ -159,12 +159,12 @@ static int aborts(void (*what)(void *arg), void *arg)
 	return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
 }
 
-static struct ibf_rdm_ep *fake_ep(void)
+static struct ibf_rdm_ep_ops *fake_ep(void)
 {
 	struct ibf_rdm_ep *ep = calloc(1, sizeof(*ep));
 
 	cr_assert_not_null(ep);
-	return ep;	/* its lock is off (zeroed): no threading level */
+	return &ep->as_ops;	/* its lock is off (zeroed): no threading level */
 }
 
 static void release(void *op)

@@ -199,7 +199,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	ibf_rdm_cm_destroy(ep);	/* graves, QP map, connections, wake_fd */
+	ibf_rdm_cm_destroy(&ep->as_conns);	/* graves, QP map, connections, wake_fd */
 	pthread_mutex_destroy(&ep->cm_lock);
 	free(ep);
 	free(dom);
@@ -210,7 +210,7 @@ TestSuite(rdm_cm, .init = setup, .fini = teardown);
 /* A connection to the peer, our connect out (its address resolving). */
 static struct ibf_rdm_conn *connecting(void)
 {
-	struct ibf_rdm_conn *conn = ibf_rdm_conn_new(ep, &peer, 0);
+	struct ibf_rdm_conn *conn = ibf_rdm_conn_new(&ep->as_conns, &peer, 0);
 
 	cr_assert_not_null(conn);
 	cr_assert_eq(ibf_rdm_conn_start(conn), 0);
@@ -228,7 +228,7 @@ static void event(struct rdma_cm_id *id, enum rdma_cm_event_type type,
 	ev.param.conn.private_data = pd;
 	ev.param.conn.private_data_len = len;
 	pthread_mutex_lock(&ep->cm_lock);
-	ibf_rdm_cm_event(ep, &ev);
+	ibf_rdm_cm_event(&ep->as_conns, &ev);
 	pthread_mutex_unlock(&ep->cm_lock);
 }
 
@@ -258,7 +258,7 @@ static void established(struct rdma_cm_id *id)
 static void timers(void)
 {
 	pthread_mutex_lock(&ep->cm_lock);
-	ibf_rdm_timers_due(ep);
+	ibf_rdm_timers_due(&ep->as_conns);
 	pthread_mutex_unlock(&ep->cm_lock);
 }
 
@@ -299,7 +299,7 @@ Test(rdm_cm, the_lower_name_keeps_its_connect)
 	established(&ids[0]);
 	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
 	cr_assert_eq(conn->window_max, 8, "the peer's window, from its answer");
-	cr_assert_eq(ibf_rdm_qp_conn(ep, qps[0].qp_num), conn);
+	cr_assert_eq(ibf_rdm_qp_conn(&ep->as_conns, qps[0].qp_num), conn);
 }
 
 /*
@@ -330,7 +330,7 @@ Test(rdm_cm, the_higher_name_accepts_the_peers)
 
 	event(theirs, RDMA_CM_EVENT_ESTABLISHED, 0, NULL, 0);
 	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
-	cr_assert_eq(ibf_rdm_qp_conn(ep, theirs->qp->qp_num), conn);
+	cr_assert_eq(ibf_rdm_qp_conn(&ep->as_conns, theirs->qp->qp_num), conn);
 }
 
 /*
@@ -361,7 +361,7 @@ Test(rdm_cm, the_loser_waits_then_tries_again_then_gives_up)
 	cr_assert_eq(cm.resolves, 2);
 
 	/* Refused so again, and now the connect timeout is over too. */
-	op.ep = ep;
+	op.ep = &ep->as_ops;
 	conn->queue_head = conn->queue_tail = &op;
 	event(&ids[1], RDMA_CM_EVENT_REJECTED, 0, &tiebreak, sizeof(tiebreak));
 	cr_assert_eq(conn->state, IBF_CONN_WAITING);
@@ -454,7 +454,7 @@ static void vanish(const struct vanish *v)
 	struct ibf_rdm_conn *conn;
 	struct rdma_cm_id *id;
 	struct ibf_rdm_op op = { .op.kind = IBF_OP_RDM, .state = IBF_RDM_QUEUED,
-				 .ep = ep };
+				 .ep = &ep->as_ops };
 
 	/* Accepting: the peer's request wins the race (ours is higher). */
 	names(strcmp(v->state, "accepting") != 0);

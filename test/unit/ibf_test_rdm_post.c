@@ -84,14 +84,14 @@ static void setup(void)
 	ep->base.domain = dom;
 	ep->max_inline = 64;
 	ep->note_off = 128;
-	conn->ep = ep;
+	conn->ep = &ep->as_conns;
 	conn->id = &id;
 	conn->index = 3;
 	conn->epoch = 2;
 	conn->credits = 4;
 	conn->window = 4;
 	op->op.kind = IBF_OP_RDM;
-	op->ep = ep;
+	op->ep = &ep->as_ops;
 	op->conn = conn;
 	op->mem = mem;
 	op->mem_lkey = 0x11;
@@ -110,7 +110,7 @@ static void teardown(void)
 static void eager(uint32_t len)
 {
 	ibf_rdm_hdr_set((struct ibf_rdm_hdr *)mem, IBF_RDM_EAGER, 0,
-			ibf_rdm_key_gen(ep));
+			ibf_rdm_key_gen(&ep->as_ops));
 	op->wr_kind = IBF_RDM_WR_SEND;
 	op->tx_state = IBF_RDM_TX;
 	op->wire_len = IBF_RDM_HDR + len;

@@ -168,7 +168,7 @@ static void setup(void)
 	rx = &ep->ops[1];
 	bounce = &ep->ops[2];
 	tx->op.kind = rx->op.kind = bounce->op.kind = IBF_OP_RDM;
-	tx->ep = rx->ep = bounce->ep = ep;
+	tx->ep = rx->ep = bounce->ep = &ep->as_ops;
 	tx->mem = mem[0];
 	bounce->mem = mem[1];
 	/* The CQ their completions go to: its soft ring alone. */
@@ -185,7 +185,7 @@ static void setup(void)
 	cr_assert(ep->conn_dir[0]);
 	ep->conn_dir[0][0] = conn;
 	ep->nconns = 1;
-	conn->ep = ep;
+	conn->ep = &ep->as_conns;
 	conn->id = &id;
 	conn->qp_num = QP_NOW;
 	conn->epoch = 2;
@@ -570,10 +570,11 @@ Test(rdm_progress, a_read_without_a_slot_waits_for_one)
 
 	rx->state = IBF_RDM_FREE;
 	ep->rx_free = rx;
-	r = ibf_rdm_rx_take(ep, &iov, &desc, 1, 0, 0, 0, FI_COMPLETION,
+	r = ibf_rdm_rx_take(&ep->as_proto, &iov, &desc, 1, 0, 0, 0,
+			    FI_COMPLETION,
 			    &ctx_app, 0);
 	cr_assert_eq(r, rx);
-	ibf_rdm_recv_post(ep, r);
+	ibf_rdm_recv_post(&ep->as_proto, r);
 
 	memset(hdr, 0, sizeof(*hdr));
 	hdr->type = IBF_RDM_RTS;

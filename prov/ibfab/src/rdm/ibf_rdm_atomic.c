@@ -26,16 +26,16 @@
 #include <string.h>
 
 #include "ibf_atomic_ops.h"
-#include "ibf_rdm.h"
+#include "ibf_rdm_proto.h"
 
-void ibf_rdm_atomic_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+void ibf_rdm_atomic_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			  const struct ibf_rdm_req *req)
 {
 	const struct ibf_atomic_args *a = req->atomic;
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	size_t size = ibf_atomic_size(a->dt), i;
 
-	ibf_rdm_hdr_set(hdr, IBF_RDM_ATOMIC, 0, ibf_rdm_key_gen(ep));
+	ibf_rdm_hdr_set(hdr, IBF_RDM_ATOMIC, 0, ibf_rdm_key_gen(&ep->as_ops));
 	op->wire_len = IBF_RDM_HDR +
 		       (uint32_t)ibf_atomic_req_build(op->mem + IBF_RDM_HDR, a,
 						      req->count,
@@ -64,7 +64,7 @@ void ibf_rdm_atomic_sent(struct ibf_rdm_op *op, int err)
 
 /* ---- target ---- */
 
-void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_atomic(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 		       uint32_t byte_len)
 {
 	struct ibf_rdm_hdr *hdr = (void *)b->mem;
@@ -72,7 +72,7 @@ void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	size_t answer;
 
 	if (byte_len < IBF_RDM_HDR + sizeof(*req)) {
-		ibf_rdm_drop(ep, b, "an atomic request cut short");
+		ibf_rdm_drop(&ep->as_ops, b, "an atomic request cut short");
 		return;
 	}
 	if (unlikely(!ep->atomic_target)) {
@@ -96,13 +96,14 @@ void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		if (ep->base.cntr[IBF_CNTR_REMOTE_WRITE] && req->op != FI_ATOMIC_READ)
 			ibf_cntr_count(ep->base.cntr[IBF_CNTR_REMOTE_WRITE], 0);
 	}
-	ibf_rdm_hdr_set(hdr, IBF_RDM_ATOMIC_RESP, 0, ibf_rdm_key_gen(ep));
+	ibf_rdm_hdr_set(hdr, IBF_RDM_ATOMIC_RESP, 0,
+			ibf_rdm_key_gen(&ep->as_ops));
 	b->wire_len = IBF_RDM_HDR + (uint32_t)answer;
 	ibf_rdm_reply_post(ep, b);
 }
 
 /* An answer in bounce b: for a request of ours to its sender, once. */
-void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			    uint32_t byte_len)
 {
 	const struct ibf_atomic_req *resp = (const void *)(b->mem + IBF_RDM_HDR);
@@ -110,7 +111,7 @@ void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	size_t got;
 
 	if (byte_len < IBF_RDM_HDR + sizeof(*resp)) {
-		ibf_rdm_drop(ep, b, "an atomic answer cut short");
+		ibf_rdm_drop(&ep->as_ops, b, "an atomic answer cut short");
 		return;
 	}
 	op = resp->cookie < ep->ntx ? &ep->ops[resp->cookie] : NULL;
@@ -119,7 +120,7 @@ void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	    op->post_conn != b->conn ||
 	    op->post_epoch != __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE) ||
 	    ibf_atomic_answer_check(resp, byte_len - IBF_RDM_HDR, op->rd_left)) {
-		ibf_rdm_drop(ep, b, "an atomic answer for no request of ours "
+		ibf_rdm_drop(&ep->as_ops, b, "an atomic answer for no request of ours "
 			     "to its sender");
 		return;
 	}
@@ -133,7 +134,7 @@ void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		ibf_copy_to_iov(op->iov, op->count,
 				    b->mem + IBF_RDM_HDR + sizeof(*resp), got);
 	}
-	ibf_rdm_bounce_release(ep, b);
+	ibf_rdm_bounce_release(&ep->as_ops, b);
 	if (--op->reads_left == 0)
 		ibf_rdm_complete(op, op->read_err);
 }

@@ -40,7 +40,7 @@ static ssize_t ibf_rdm_atomic_post(struct fid_ep *ep_fid,
 	req.desc = NULL;
 	req.data = 0;
 	req.atomic = a;
-	return ibf_rdm_submit(ep, &req);
+	return ibf_rdm_submit(&ep->as_proto, &req);
 }
 
 static uint64_t ibf_rdm_atomic_op_flags(struct fid_ep *ep_fid)

@@ -35,10 +35,11 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm_conn.h"
 
 
-static void ibf_rdm_cm_data(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+static void ibf_rdm_cm_data(struct ibf_rdm_ep_conns *ep,
+			    struct ibf_rdm_conn *conn,
 			    struct ibf_rdm_cm_data *d)
 {
 	memset(d, 0, sizeof(*d));
@@ -142,7 +143,7 @@ static void ibf_rdm_conn_retry(struct ibf_rdm_conn *conn, int err)
  */
 static void ibf_rdm_conn_wait(struct ibf_rdm_conn *conn)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 
 	ibf_rdm_bury(ep, conn->id, conn);
 	conn->id = NULL;
@@ -189,7 +190,7 @@ static void ibf_rdm_timer_fired(struct ibf_rdm_conn *conn, uint64_t now)
  * The thread, between events (cm_lock held): fire the connections' timers
  * that are due; returns how long poll may sleep before the next, or -1.
  */
-int ibf_rdm_timers_due(struct ibf_rdm_ep *ep)
+int ibf_rdm_timers_due(struct ibf_rdm_ep_conns *ep)
 {
 	uint64_t now, next = UINT64_MAX;
 	struct ibf_rdm_conn *conn;
@@ -217,7 +218,7 @@ int ibf_rdm_timers_due(struct ibf_rdm_ep *ep)
 /* One connect attempt: resolve, then (in the thread) route and connect. */
 static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 	struct sockaddr_storage src, dst;
 	struct rdma_cm_id *id;
 	int ret;
@@ -252,7 +253,8 @@ static void ibf_rdm_reject(struct rdma_cm_id *id, uint32_t magic)
 }
 
 /* Accept id as conn's connection (cm_lock held). */
-static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+static void ibf_rdm_accept(struct ibf_rdm_ep_conns *ep,
+			   struct ibf_rdm_conn *conn,
 			   struct rdma_cm_id *id, const struct ibf_rdm_cm_data *req)
 {
 	struct ibf_rdm_cm_data d;
@@ -297,7 +299,7 @@ static void ibf_rdm_accept(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
  */
 void ibf_rdm_probe(struct ibf_rdm_conn *conn)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)&conn->probe_hdr,
 		.length = sizeof(conn->probe_hdr),
@@ -310,7 +312,7 @@ void ibf_rdm_probe(struct ibf_rdm_conn *conn)
 		op = calloc(1, sizeof(*op));
 		if (!op)
 			return;
-		op->ep = ep;
+		op->ep = &ep->as_ops;
 		op->conn = conn;
 		op->op.kind = IBF_OP_RDM;
 		op->mem = (uint8_t *)&conn->probe_hdr;
@@ -319,7 +321,8 @@ void ibf_rdm_probe(struct ibf_rdm_conn *conn)
 		return;		/* one is out */
 	}
 	memset(&conn->probe_hdr, 0, sizeof(conn->probe_hdr));
-	ibf_rdm_hdr_set(&conn->probe_hdr, IBF_RDM_PING, 0, ibf_rdm_key_gen(ep));
+	ibf_rdm_hdr_set(&conn->probe_hdr, IBF_RDM_PING, 0,
+			ibf_rdm_key_gen(&ep->as_ops));
 	ibf_rdm_op_to_atomic(op, IBF_RDM_PROBE);
 	if (ibf_rdm_post_send(conn, op, &sge, 1, 1))
 		ibf_rdm_op_to_atomic(op, IBF_RDM_FREE);
@@ -327,7 +330,7 @@ void ibf_rdm_probe(struct ibf_rdm_conn *conn)
 
 /* Whether the endpoint has an accepting half of a connection to itself
  * that is alive: there is never more than one. */
-static int ibf_rdm_self_alive(struct ibf_rdm_ep *ep)
+static int ibf_rdm_self_alive(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_conn *c = ep->self_conn;
 
@@ -335,7 +338,8 @@ static int ibf_rdm_self_alive(struct ibf_rdm_ep *ep)
 	       (c->state == IBF_CONN_ACCEPTING || c->state == IBF_CONN_CONNECTED);
 }
 
-static void ibf_rdm_on_request(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
+static void ibf_rdm_on_request(struct ibf_rdm_ep_conns *ep,
+			       struct rdma_cm_event *ev)
 {
 	struct rdma_cm_id *id = ev->id;
 	struct ibf_rdm_cm_data data, *d = &data;
@@ -486,7 +490,8 @@ static uint32_t ibf_rdm_reject_magic(const struct rdma_cm_event *ev)
 }
 
 /* An event on one of conn's ids (cm_lock held). */
-static void ibf_rdm_conn_event(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn,
+static void ibf_rdm_conn_event(struct ibf_rdm_ep_conns *ep,
+			       struct ibf_rdm_conn *conn,
 			       struct rdma_cm_event *ev)
 {
 	struct rdma_cm_id *id = ev->id;
@@ -581,7 +586,7 @@ static void ibf_rdm_self_event(struct ibf_rdm_conn *conn, struct rdma_cm_event *
 	}
 }
 
-void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
+void ibf_rdm_cm_event(struct ibf_rdm_ep_conns *ep, struct rdma_cm_event *ev)
 {
 	struct ibf_rdm_conn *conn;
 
@@ -608,7 +613,7 @@ void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev)
  */
 static void *ibf_rdm_cm_thread(void *arg)
 {
-	struct ibf_rdm_ep *ep = arg;
+	struct ibf_rdm_ep_conns *ep = arg;
 	struct pollfd fds[4] = {
 		{ .fd = ep->channel->fd, .events = POLLIN },
 		{ .fd = ep->stop_fd, .events = POLLIN },
@@ -649,7 +654,7 @@ static void *ibf_rdm_cm_thread(void *arg)
  * not given the name can guess (ibf_name_key), so no other process can
  * pass for it.
  */
-static int ibf_rdm_name_make(struct ibf_rdm_ep *ep)
+static int ibf_rdm_name_make(struct ibf_rdm_ep_conns *ep)
 {
 	uint64_t key = 0;
 	int ret;
@@ -668,7 +673,7 @@ static int ibf_rdm_name_make(struct ibf_rdm_ep *ep)
 	return 0;
 }
 
-int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
+int ibf_rdm_cm_listen(struct ibf_rdm_ep_conns *ep, const struct fi_info *info)
 {
 	struct ibv_port_attr port;
 	struct sockaddr_storage src;
@@ -713,7 +718,7 @@ int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	return ibf_rdm_name_make(ep);
 }
 
-int ibf_rdm_cm_start(struct ibf_rdm_ep *ep)
+int ibf_rdm_cm_start(struct ibf_rdm_ep_conns *ep)
 {
 	int ret;
 
@@ -734,7 +739,7 @@ int ibf_rdm_cm_start(struct ibf_rdm_ep *ep)
 	return 0;
 }
 
-void ibf_rdm_cm_stop(struct ibf_rdm_ep *ep)
+void ibf_rdm_cm_stop(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_conn *conn;
 	uint64_t one = 1;
@@ -759,7 +764,7 @@ void ibf_rdm_cm_stop(struct ibf_rdm_ep *ep)
 	}
 }
 
-void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep)
+void ibf_rdm_cm_destroy(struct ibf_rdm_ep_conns *ep)
 {
 	struct rdma_cm_event *ev;
 	uint32_t i;

@@ -23,9 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm_conn.h"
 
-struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep *ep, uint32_t index)
+struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep_conns *ep,
+				     uint32_t index)
 {
 	struct ibf_rdm_conn **chunk;
 
@@ -41,7 +42,8 @@ static uint32_t ibf_qp_hash(uint32_t qp_num)
 	return (qp_num * 0x9e3779b1u) >> 7;
 }
 
-struct ibf_rdm_conn *ibf_rdm_qp_conn(struct ibf_rdm_ep *ep, uint32_t qp_num)
+struct ibf_rdm_conn *ibf_rdm_qp_conn(struct ibf_rdm_ep_conns *ep,
+				     uint32_t qp_num)
 {
 	struct ibf_qp_map *m = __atomic_load_n(&ep->qp_map, __ATOMIC_ACQUIRE);
 	uint32_t i, n;
@@ -100,7 +102,7 @@ static void ibf_qp_map_put(struct ibf_qp_map *m, uint64_t e)
  * would be more than half full (live and tombstones) is replaced by one
  * with room for twice what lives.
  */
-static int ibf_rdm_qp_map_set(struct ibf_rdm_ep *ep, uint32_t qp_num,
+static int ibf_rdm_qp_map_set(struct ibf_rdm_ep_conns *ep, uint32_t qp_num,
 			      struct ibf_rdm_conn *conn)
 {
 	struct ibf_qp_map *m = ep->qp_map, *n;
@@ -130,7 +132,7 @@ static int ibf_rdm_qp_map_set(struct ibf_rdm_ep *ep, uint32_t qp_num,
 	return 0;
 }
 
-void ibf_rdm_qp_map_del(struct ibf_rdm_ep *ep, uint32_t qp_num)
+void ibf_rdm_qp_map_del(struct ibf_rdm_ep_conns *ep, uint32_t qp_num)
 {
 	struct ibf_qp_map *m = ep->qp_map;
 	uint32_t i, n;
@@ -164,7 +166,7 @@ static void ibf_qp_maps_free(struct ibf_qp_map *m)
  * Progress, before it looks anything up: the tables replaced before this
  * call began are no one's any more (progress calls never overlap).
  */
-void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep *ep)
+void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_qp_map *m, *old;
 
@@ -176,7 +178,7 @@ void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep *ep)
 	ibf_qp_maps_free(old);
 }
 
-void ibf_rdm_qp_map_free(struct ibf_rdm_ep *ep)
+void ibf_rdm_qp_map_free(struct ibf_rdm_ep_conns *ep)
 {
 	ibf_qp_maps_free(ep->qp_map);
 	ep->qp_map = NULL;
@@ -205,7 +207,8 @@ static uint32_t ibf_name_hash(const struct ibf_name *name)
 }
 
 /* cm_lock held: index conn by its name; the table doubles as it fills. */
-static int ibf_rdm_name_add(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn)
+static int ibf_rdm_name_add(struct ibf_rdm_ep_conns *ep,
+			    struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_conn **tab, *c, *next;
 	uint32_t n, i, b;
@@ -234,7 +237,8 @@ static int ibf_rdm_name_add(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn)
 }
 
 /* cm_lock held: take conn out of the name index. */
-static void ibf_rdm_name_del(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn)
+static void ibf_rdm_name_del(struct ibf_rdm_ep_conns *ep,
+			     struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_conn **p;
 
@@ -249,7 +253,7 @@ static void ibf_rdm_name_del(struct ibf_rdm_ep *ep, struct ibf_rdm_conn *conn)
 
 /* cm_lock held: a record reclaimed earlier (ibf_rdm_conns_reclaim), or a
  * new one at the next index. */
-static struct ibf_rdm_conn *ibf_rdm_conn_alloc(struct ibf_rdm_ep *ep)
+static struct ibf_rdm_conn *ibf_rdm_conn_alloc(struct ibf_rdm_ep_conns *ep)
 {
 	uint32_t index = ep->nconns, dir = index / IBF_CONN_CHUNK;
 	struct ibf_rdm_conn *conn = ep->conn_free, **chunk;
@@ -283,7 +287,7 @@ static struct ibf_rdm_conn *ibf_rdm_conn_alloc(struct ibf_rdm_ep *ep)
 }
 
 /* cm_lock held. */
-struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
+struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep_conns *ep,
 				      const struct ibf_name *name, int self)
 {
 	struct ibf_rdm_conn *conn = ibf_rdm_conn_alloc(ep);
@@ -351,7 +355,7 @@ static int ibf_rdm_conn_unused(const struct ibf_rdm_conn *conn)
  * it, and no op of the endpoint pointing at it (held messages, rendezvous,
  * the failed list).  One pass over the ops and the fi_addr cache.
  */
-void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
+void ibf_rdm_conns_reclaim(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_conn *conn;
 	uint32_t i, n = 0;
@@ -368,7 +372,7 @@ void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
 	for (i = 0; i < ep->npeers; i++)
 		if (ep->peers[i])
 			ep->peers[i]->reclaim_mark = 0;
-	ibf_rdm_ops_each(ep, ibf_rdm_op_keeps, NULL);
+	ibf_rdm_ops_each(&ep->as_ops, ibf_rdm_op_keeps, NULL);
 	for (i = 0; i < ep->nconns; i++) {
 		conn = ibf_rdm_conn_at(ep, i);
 		if (!conn->reclaim_mark)
@@ -386,7 +390,7 @@ void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep)
  * (what ops point at it is seen apart). */
 static int ibf_rdm_conn_quiet(struct ibf_rdm_conn *conn)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 
 	return conn->state == IBF_CONN_CONNECTED && !conn->self && conn->id &&
 	       __atomic_load_n(&conn->credits, __ATOMIC_ACQUIRE) == (int)ep->sq_depth &&
@@ -400,7 +404,7 @@ static uint32_t ibf_rdm_conn_age(const struct ibf_rdm_conn *conn)
 	       __atomic_load_n(&conn->last_use, __ATOMIC_RELAXED);
 }
 
-void ibf_rdm_conns_cap(struct ibf_rdm_ep *ep)
+void ibf_rdm_conns_cap(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_conn *conn, *lru = NULL;
 	uint32_t i, n = 0;
@@ -412,7 +416,7 @@ void ibf_rdm_conns_cap(struct ibf_rdm_ep *ep)
 		n += conn->reclaim_mark;
 	}
 	if (n)
-		ibf_rdm_ops_each(ep, ibf_rdm_op_keeps, NULL);
+		ibf_rdm_ops_each(&ep->as_ops, ibf_rdm_op_keeps, NULL);
 	for (i = 0; n && i < ep->nconns; i++) {
 		conn = ibf_rdm_conn_at(ep, i);
 		if (conn->reclaim_mark && (!lru || ibf_rdm_conn_age(conn) >
@@ -433,7 +437,7 @@ void ibf_rdm_conns_cap(struct ibf_rdm_ep *ep)
 	ibf_rdm_conn_fail(lru, -FI_ECONNABORTED);
 }
 
-void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep *ep)
+void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep_conns *ep)
 {
 	pthread_mutex_lock(&ep->cm_lock);
 	ep->reclaim_due = 1;
@@ -483,7 +487,7 @@ int ibf_conn_move_ok(enum ibf_conn_state from, enum ibf_conn_state to)
 
 void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, enum ibf_conn_state state)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 
 	assert(ibf_conn_move_ok(conn->state, state));
 	assert(ep->nstate[conn->state] > 0);	/* counted where it is */
@@ -499,7 +503,7 @@ void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, enum ibf_conn_state state)
 
 /* cm_lock held.  The record of exactly name, and (*bucket) where any
  * record of its address and port would be. */
-static struct ibf_rdm_conn *ibf_rdm_conn_exact(struct ibf_rdm_ep *ep,
+static struct ibf_rdm_conn *ibf_rdm_conn_exact(struct ibf_rdm_ep_conns *ep,
 					       const struct ibf_name *name,
 					       struct ibf_rdm_conn **bucket)
 {
@@ -515,7 +519,7 @@ static struct ibf_rdm_conn *ibf_rdm_conn_exact(struct ibf_rdm_ep *ep,
 
 /* cm_lock held.  The sending connection to name, if there is one: the
  * same name, else (name a plain address) the endpoint's at that address. */
-struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
+struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep_conns *ep,
 				       const struct ibf_name *name)
 {
 	struct ibf_rdm_conn *conn, *bucket;
@@ -529,7 +533,7 @@ struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
 	return NULL;
 }
 
-struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep *ep,
+struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep_conns *ep,
 					const struct ibf_name *name)
 {
 	struct ibf_rdm_conn *conn, *bucket;
@@ -549,7 +553,7 @@ struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep *ep,
 }
 
 /* Tell the CQs there is work in ep->failed. */
-void ibf_rdm_set_pending(struct ibf_rdm_ep *ep)
+void ibf_rdm_set_pending(struct ibf_rdm_ep_conns *ep)
 {
 	__atomic_store_n(&ep->cm_pending, 1, __ATOMIC_SEQ_CST);
 	if (ep->base.tx_cq && ep->base.tx_cq->channel)
@@ -559,7 +563,7 @@ void ibf_rdm_set_pending(struct ibf_rdm_ep *ep)
 		ibf_waitfd_raise(&ep->base.rx_cq->wait);
 }
 
-static void ibf_rdm_fail_op(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static void ibf_rdm_fail_op(struct ibf_rdm_ep_conns *ep, struct ibf_rdm_op *op,
 			    int err)
 {
 	op->op.err = err;
@@ -573,7 +577,7 @@ static void ibf_rdm_fail_op(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
  */
 static void ibf_rdm_conn_end(struct ibf_rdm_conn *conn, int err, int keep_queue)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 	struct ibf_rdm_op *op;
 	char buf[64];
 
@@ -622,7 +626,7 @@ void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err)
  */
 void ibf_rdm_conn_broken(struct ibf_rdm_conn *conn, uint32_t epoch, int err)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 	struct rdma_cm_id *id;
 
 	pthread_mutex_lock(&ep->cm_lock);
@@ -680,7 +684,7 @@ void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn)
 static void ibf_rdm_credit_return(struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_conn *conn = op->post_conn;
-	struct ibf_rdm_ep *ep;
+	struct ibf_rdm_ep_conns *ep;
 
 	/* A completion of a QP before the connection's last death gives
 	 * nothing back: the new QP started with all its slots. */
@@ -697,7 +701,7 @@ static void ibf_rdm_credit_return(struct ibf_rdm_op *op)
 
 void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 
 	/* Hints, read without cm_lock (the thread writes them under it),
 	 * and read again under it. */
@@ -734,7 +738,8 @@ static void ibf_rdm_send_failed(struct ibf_rdm_op *op, enum ibv_wc_status status
 
 int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status)
 {
-	__atomic_sub_fetch(&op->ep->sq_posted, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&ibf_rdm_conns_of(op->ep)->sq_posted, 1,
+			   __ATOMIC_RELAXED);
 	ibf_rdm_credit_return(op);
 	if (unlikely(status != IBV_WC_SUCCESS) && op->post_conn)
 		ibf_rdm_send_failed(op, status);
@@ -792,7 +797,7 @@ static struct ibf_rdm_op *ibf_rdm_grant_op(struct ibf_rdm_conn *conn)
 	struct ibf_rdm_op *op = calloc(1, sizeof(*op));
 
 	if (op) {
-		op->ep = conn->ep;
+		op->ep = &conn->ep->as_ops;
 		op->conn = conn;
 		op->op.kind = IBF_OP_RDM;
 		op->state = IBF_RDM_FREE;	/* born free, not a move */
@@ -806,7 +811,7 @@ static struct ibf_rdm_op *ibf_rdm_grant_op(struct ibf_rdm_conn *conn)
  */
 int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 	struct ibv_qp_init_attr attr = { 0 };
 	int ret;
 
@@ -838,7 +843,7 @@ int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id)
 	return ret;
 }
 
-int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
+int ibf_rdm_conn_get(struct ibf_rdm_ep_conns *ep, fi_addr_t addr,
 		     struct ibf_rdm_conn **out)
 {
 	struct ibf_rdm_conn *conn, **peers;
@@ -885,7 +890,7 @@ int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
  */
 ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 	int ret = -FI_ENOTCONN;
 
 	if (likely(__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE) ==
@@ -933,7 +938,7 @@ ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 	return ret;
 }
 
-void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep)
+void ibf_rdm_cm_deliver(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_list failed;
 	struct ibf_rdm_op *op;

@@ -30,31 +30,12 @@
 #ifndef IBF_RDM_CONN_H
 #define IBF_RDM_CONN_H
 
+#include <string.h>
+
 #include "ibf_rdm_op.h"
 
 /* Requested keys of one peer remembered: most applications use a few. */
 #define IBF_RDM_KEY_CACHE 8
-
-/*
- * The one way up: what the connection and operation layers tell the layer
- * above them.  The endpoint sets ep->up at open; each is called with
- * ep->lock held unless said otherwise.
- */
-struct ibf_rdm_upcalls {
-	/* conn has send-queue slots again, or has ended: what waits in its
-	 * stalled list goes on (or fails). */
-	void (*slots_freed)(struct ibf_rdm_conn *conn);
-	/* One or more connections have ended since the last call: what
-	 * waits on their ended lives (rendezvous sends) fails. */
-	void (*conns_ended)(struct ibf_rdm_ep *ep);
-	/* An op went back to a free list. */
-	void (*op_freed)(struct ibf_rdm_ep *ep);
-	/* FI_PROGRESS_AUTO: the endpoint's CQ channel fired (thread, no
-	 * lock held). */
-	void (*progress)(struct ibf_rdm_ep *ep);
-	/* Bounce b, which held a peer's request (b->req), is released. */
-	void (*request_done)(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
-};
 
 /*
  * Requests accepted and not yet established, at most: each holds a QP.
@@ -76,7 +57,7 @@ enum ibf_conn_state {
 };
 
 struct ibf_rdm_conn {
-	struct ibf_rdm_ep *ep;
+	struct ibf_rdm_ep_conns *ep;
 	uint32_t index;		/* in ep->conns; our id in headers to us */
 	enum ibf_conn_state state;	/* CONNECTED read atomically */
 	struct ibf_name name;
@@ -204,25 +185,87 @@ struct ibf_qp_map {
 	struct ibf_qp_map *retired;	/* replaced, to be freed */
 };
 
+/*
+ * The connection layer's part of the endpoint (ibf_rdm_conn.c,
+ * ibf_rdm_cm.c, ibf_rdm_post.c, ibf_rdm_flow.c, ibf_rdm_grave.c), over
+ * the operations layer's (ibf_rdm_op.h says how the parts nest).
+ */
+#define IBF_RDM_EP_CONNS_FIELDS \
+	IBF_RDM_PART(ibf_rdm_ep_ops, as_ops, IBF_RDM_EP_OPS_FIELDS); \
+	struct ibf_av *av;	/* peers' names by fi_addr */ \
+	int rma_event;		/* FI_RMA_EVENT: told to peers at connect */ \
+	int auto_progress;	/* FI_PROGRESS_AUTO: the thread progresses too */ \
+	struct ibv_comp_channel *channel_cq;	/* if a user CQ can wait */ \
+	uint32_t max_inline;	/* learnt from the first QP */ \
+	uint32_t max_read;	/* the port's max_msg_sz: one READ at most */ \
+	struct rdma_event_channel *channel; \
+	struct rdma_cm_id *listen_id; \
+	struct ibf_name name; \
+	size_t namelen; \
+	pthread_t cm_thread; \
+	int cm_thread_started; \
+	int stop_fd;		/* eventfd: tells the thread to exit */ \
+	pthread_mutex_t cm_lock; \
+	int cm_pending;		/* atomic: the thread left work for progress */ \
+	uint32_t nstate[IBF_CONN_STATES];	/* in each state (cm_lock) */ \
+	struct ibf_rdm_list failed;	/* ops whose connection failed */ \
+	int dead_seen;		/* a connection died: RTS waiters to fail */ \
+	/* Connections by index, in chunks that never move, so the CQ \
+	 * reads them without the thread's lock. */ \
+	struct ibf_rdm_conn **conn_dir[IBF_CONN_DIRS]; \
+	uint32_t nconns;	/* atomic */ \
+	struct ibf_rdm_conn **peers;	/* by fi_addr; the data path's */ \
+	struct ibf_qp_map *qp_map;	/* atomic pointer */ \
+	struct ibf_rdm_conn *conn_free;	/* reclaimed records (cm_lock) */ \
+	int reclaim_due;	/* a record may be reclaimable (cm_lock) */ \
+	/* A peer was refused at FI_IBFAB_RDM_MAX_CONNS: progress closes \
+	 * the least recently used idle connection (cm_lock). */ \
+	int cap_due; \
+	uint32_t use_tick;	/* counts uses: conn->last_use (atomic) */ \
+	/* Connections by peer name, chained (cm_lock); self halves not. */ \
+	struct ibf_rdm_conn **by_name; \
+	uint32_t by_name_mask; \
+	size_t npeers; \
+	struct ibf_rdm_grave *graves;	/* dead ids not destroyed (cm_lock) */ \
+	/* The accepting half of a connection to ourselves, and its \
+	 * record's use (gen) then: at most one alive (cm_lock). */ \
+	struct ibf_rdm_conn *self_conn; \
+	uint32_t self_gen; \
+	int wake_fd;		/* eventfd: graves to destroy */ \
+	int drains_out;		/* atomic: graves' drains posted, not seen */ \
+	uint32_t sq_depth; \
+	int sq_posted;		/* atomic: send-side requests not completed */ \
+	int post_trace;		/* each post logged (FI_LOG_LEVEL=debug) */
+
+struct ibf_rdm_ep_conns {
+	IBF_RDM_EP_CONNS_FIELDS
+};
+
+/* The connection layer's endpoint, from the part an op names. */
+static inline struct ibf_rdm_ep_conns *ibf_rdm_conns_of(struct ibf_rdm_ep_ops *ep)
+{
+	return container_of(ep, struct ibf_rdm_ep_conns, as_ops);
+}
+
 /* ---- for the layers above ---- */
 
 /* Listen on info's src_addr (fi_endpoint), start the endpoint's thread
  * (fi_enable), stop it and disconnect every peer (every QP ends in the
  * error state), destroy QPs, ids and the channel (after the CQs are
  * drained). */
-int ibf_rdm_cm_listen(struct ibf_rdm_ep *ep, const struct fi_info *info);
-int ibf_rdm_cm_start(struct ibf_rdm_ep *ep);
+int ibf_rdm_cm_listen(struct ibf_rdm_ep_conns *ep, const struct fi_info *info);
+int ibf_rdm_cm_start(struct ibf_rdm_ep_conns *ep);
 /* The thread's two steps (cm_lock held), also driven by the unit tests:
  * one rdma_cm event taken; the connections' timers that are due fired,
  * answering how long it may sleep before the next (ms), or -1. */
-void ibf_rdm_cm_event(struct ibf_rdm_ep *ep, struct rdma_cm_event *ev);
-int ibf_rdm_timers_due(struct ibf_rdm_ep *ep);
-void ibf_rdm_cm_stop(struct ibf_rdm_ep *ep);
-void ibf_rdm_cm_destroy(struct ibf_rdm_ep *ep);
+void ibf_rdm_cm_event(struct ibf_rdm_ep_conns *ep, struct rdma_cm_event *ev);
+int ibf_rdm_timers_due(struct ibf_rdm_ep_conns *ep);
+void ibf_rdm_cm_stop(struct ibf_rdm_ep_conns *ep);
+void ibf_rdm_cm_destroy(struct ibf_rdm_ep_conns *ep);
 
 /* The connection to the peer at addr, made or being made (ep->lock held;
  * the data path's ep->peers[addr] caches it). */
-int ibf_rdm_conn_get(struct ibf_rdm_ep *ep, fi_addr_t addr,
+int ibf_rdm_conn_get(struct ibf_rdm_ep_conns *ep, fi_addr_t addr,
 		     struct ibf_rdm_conn **conn);
 /* Send op, built whole in op->mem (wire_len bytes, tx_state set): posted
  * now if conn is up, else queued while conn (re)connects, or until the
@@ -324,7 +367,7 @@ static inline void ibf_rdm_peer_events_set(struct ibf_rdm_conn *conn,
 			 !!(flags & IBF_RDM_CM_F_RMA_EVENT), __ATOMIC_RELAXED);
 }
 /* The window this endpoint gives each peer (its private data's). */
-uint32_t ibf_rdm_window_ours(const struct ibf_rdm_ep *ep);
+uint32_t ibf_rdm_window_ours(const struct ibf_rdm_ep_conns *ep);
 /* A grant of n credits came on conn's QP in life epoch. */
 void ibf_rdm_grant_arrived(struct ibf_rdm_conn *conn, uint32_t epoch, uint32_t n);
 /* A request came from conn's peer in life epoch: 0, or -FI_EIO if it
@@ -353,7 +396,8 @@ int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status);
 
 /* The connection whose QP (now or in an earlier life) qp_num is; NULL if
  * none of ours. */
-struct ibf_rdm_conn *ibf_rdm_qp_conn(struct ibf_rdm_ep *ep, uint32_t qp_num);
+struct ibf_rdm_conn *ibf_rdm_qp_conn(struct ibf_rdm_ep_conns *ep,
+				     uint32_t qp_num);
 /* The connection's life an arrival on qp_num belongs to. */
 uint32_t ibf_rdm_arrival_epoch(struct ibf_rdm_conn *conn, uint32_t qp_num);
 /* A work request of conn's life epoch failed, or was flushed while that
@@ -373,17 +417,18 @@ static inline int ibf_rdm_epoch_over(struct ibf_rdm_conn *conn, uint32_t epoch)
 }
 /* The peer's fi_addr (FI_SOURCE), looked up in the AV when first needed. */
 fi_addr_t ibf_rdm_conn_addr(struct ibf_rdm_conn *conn);
-struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep *ep, uint32_t index);
+struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep_conns *ep,
+				     uint32_t index);
 
 /* Progress: complete what the thread left (ops of failed connections),
  * tell the layer above of ended connections (CQ lock, not ep->lock). */
-void ibf_rdm_cm_deliver(struct ibf_rdm_ep *ep);
+void ibf_rdm_cm_deliver(struct ibf_rdm_ep_conns *ep);
 
 /* ---- between ibf_rdm_conn.c and ibf_rdm_cm.c (cm_lock held) ---- */
 
-struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep *ep,
+struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep_conns *ep,
 				      const struct ibf_name *name, int self);
-struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep *ep,
+struct ibf_rdm_conn *ibf_rdm_conn_find(struct ibf_rdm_ep_conns *ep,
 				       const struct ibf_name *name);
 /*
  * The private data of a peer's connection request (from peer), accept
@@ -401,37 +446,37 @@ uint32_t ibf_rdm_cm_reject_parse(const void *pd, size_t len);
 /* The record a request from the keyed name belongs to: its own, or one
  * the application made for the plain address it is at (which learns the
  * key); NULL if none. */
-struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep *ep,
+struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep_conns *ep,
 					const struct ibf_name *name);
 /* conn's QP on id, made its current one (arrivals on it are conn's). */
 int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id);
-void ibf_rdm_qp_map_free(struct ibf_rdm_ep *ep);
+void ibf_rdm_qp_map_free(struct ibf_rdm_ep_conns *ep);
 /* qp_num's QP is destroyed: arrivals can no longer name it. */
-void ibf_rdm_qp_map_del(struct ibf_rdm_ep *ep, uint32_t qp_num);
+void ibf_rdm_qp_map_del(struct ibf_rdm_ep_conns *ep, uint32_t qp_num);
 /* Progress found maps replaced since its last call: free them
- * (ibf_rdm_qp_map_retire in ibf_rdm.h checks first). */
-void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep *ep);
+ * (ibf_rdm_qp_map_retire, below, checks first). */
+void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep_conns *ep);
 
 /* ibf_rdm_grave.c.  Done with id (of conn, or NULL): its QP to the error
  * state and drained, then id and QP destroyed by the thread. */
-void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id,
+void ibf_rdm_bury(struct ibf_rdm_ep_conns *ep, struct rdma_cm_id *id,
 		  struct ibf_rdm_conn *conn);
 void ibf_rdm_grave_drained(struct ibf_rdm_op *drain);
-void ibf_rdm_grave_wake(struct ibf_rdm_ep *ep);
-int ibf_rdm_graves_reap(struct ibf_rdm_ep *ep);
-void ibf_rdm_graves_destroy(struct ibf_rdm_ep *ep);
+void ibf_rdm_grave_wake(struct ibf_rdm_ep_conns *ep);
+int ibf_rdm_graves_reap(struct ibf_rdm_ep_conns *ep);
+void ibf_rdm_graves_destroy(struct ibf_rdm_ep_conns *ep);
 /* Records nothing names any more go back for reuse (progress, ep->lock
  * and cm_lock held). */
-void ibf_rdm_conns_reclaim(struct ibf_rdm_ep *ep);
+void ibf_rdm_conns_reclaim(struct ibf_rdm_ep_conns *ep);
 /* At FI_IBFAB_RDM_MAX_CONNS: close the least recently used connection
  * that nothing is in flight or waiting on, if any (progress, ep->lock and
  * cm_lock held). */
-void ibf_rdm_conns_cap(struct ibf_rdm_ep *ep);
+void ibf_rdm_conns_cap(struct ibf_rdm_ep_conns *ep);
 /* An fi_addr went out of the AV: its record may be reusable; the next
  * progress looks (ep->lock held). */
-void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep *ep);
+void ibf_rdm_conns_reclaim_soon(struct ibf_rdm_ep_conns *ep);
 /* Tell progress (and CQs that wait) the thread left work for it. */
-void ibf_rdm_set_pending(struct ibf_rdm_ep *ep);
+void ibf_rdm_set_pending(struct ibf_rdm_ep_conns *ep);
 /* conn goes to state; ep->nstate counts them (cm_lock held).  The one
  * writer of conn->state: a debug log line names each change. */
 void ibf_rdm_conn_state(struct ibf_rdm_conn *conn, enum ibf_conn_state state);
@@ -448,5 +493,36 @@ void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn);
 int ibf_rdm_conn_start(struct ibf_rdm_conn *conn);
 /* Is conn's peer still there?  A PING finds out. */
 void ibf_rdm_probe(struct ibf_rdm_conn *conn);
+
+/* ---- inline, for every layer ---- */
+
+/* Progress: free the QP maps replaced since the last call.  One atomic
+ * load when there are none (the common case, inline on every poll). */
+static inline void ibf_rdm_qp_map_retire(struct ibf_rdm_ep_conns *ep)
+{
+	struct ibf_qp_map *m = __atomic_load_n(&ep->qp_map, __ATOMIC_ACQUIRE);
+
+	if (unlikely(m && __atomic_load_n(&m->retired, __ATOMIC_RELAXED)))
+		ibf_rdm_qp_map_free_retired(ep);
+}
+
+/* Whether conn is either half of a connection to ep itself. */
+static inline int ibf_rdm_conn_to_self(const struct ibf_rdm_ep_conns *ep,
+				       const struct ibf_rdm_conn *conn)
+{
+	return conn->self || !memcmp(&conn->name, &ep->name, sizeof(ep->name));
+}
+
+/* Note a use of conn (a send to or an arrival from its peer), for the
+ * choice of the least recently used at FI_IBFAB_RDM_MAX_CONNS. */
+static inline void ibf_rdm_conn_used(struct ibf_rdm_conn *conn)
+{
+	/* Atomic words (plain moves on x86): the connection thread reads
+	 * the tick when it accepts a peer. */
+	uint32_t t = __atomic_load_n(&conn->ep->use_tick, __ATOMIC_RELAXED) + 1;
+
+	__atomic_store_n(&conn->ep->use_tick, t, __ATOMIC_RELAXED);
+	__atomic_store_n(&conn->last_use, t, __ATOMIC_RELAXED);
+}
 
 #endif /* IBF_RDM_CONN_H */

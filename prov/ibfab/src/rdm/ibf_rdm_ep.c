@@ -31,7 +31,7 @@ static void ibf_rdm_forget_addr(struct ibf_av_user *u, fi_addr_t addr)
 		if (ep->peers[addr]->fi_addr == addr)
 			ep->peers[addr]->fi_addr = FI_ADDR_NOTAVAIL;
 		ep->peers[addr] = NULL;
-		ibf_rdm_conns_reclaim_soon(ep);
+		ibf_rdm_conns_reclaim_soon(&ep->as_conns);
 	}
 	ibf_lock_release(&ep->lock);
 }
@@ -220,7 +220,7 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	ret = ibf_rdm_hcq_open(ep);
 	if (ret)
 		return ret;
-	ret = ibf_rdm_ops_init(ep);
+	ret = ibf_rdm_ops_init(&ep->as_ops);
 	if (ret)
 		return ret;
 	ret = ibf_rdm_attach_cqs(ep);
@@ -238,10 +238,10 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 			return ret;
 		ep->event_added = 1;
 	}
-	ret = ibf_rdm_bounces_post(ep);
+	ret = ibf_rdm_bounces_post(&ep->as_ops);
 	if (ret)
 		return ret;
-	ret = ibf_rdm_cm_start(ep);
+	ret = ibf_rdm_cm_start(&ep->as_conns);
 	if (ret)
 		return ret;
 	ep->base.enabled = 1;
@@ -333,7 +333,7 @@ static int ibf_rdm_close(struct fid *fid)
 			 (unsigned long long)ep->stats.reads,
 			 (unsigned long long)ep->stats.atomics,
 			 (unsigned long long)ep->stats.atomics_applied);
-	ibf_rdm_cm_stop(ep);	/* disconnects; QPs in the error state */
+	ibf_rdm_cm_stop(&ep->as_conns);	/* disconnects; QPs in the error state */
 	/*
 	 * Nothing else may progress ep from here on, before the drain polls
 	 * its CQ alone: not its CQs, its counters or a region counter of the
@@ -346,12 +346,12 @@ static int ibf_rdm_close(struct fid *fid)
 	if (ep->soft_reserved)
 		ibf_rdm_drain(ep);
 	ibf_rdm_unreserve_cqs(ep);
-	ibf_rdm_cm_destroy(ep);	/* QPs and ids */
+	ibf_rdm_cm_destroy(&ep->as_conns);	/* QPs and ids */
 	ibf_rdm_hcq_close(ep);
 	if (ep->srq)
 		ibv_destroy_srq(ep->srq);
 	ibf_rdm_mq_fini(ep);
-	ibf_rdm_ops_fini(ep);
+	ibf_rdm_ops_fini(&ep->as_ops);
 	if (ep->av) {
 		ibf_rdm_av_detach(ep);
 		ibf_ref_put(&ep->av->ref);
@@ -411,8 +411,8 @@ static struct fi_ops_cm ibf_rdm_cm_ops = {
 
 static ssize_t ibf_rdm_ep_cancel(fid_t fid, void *context)
 {
-	return ibf_rdm_recv_cancel(container_of(fid, struct ibf_rdm_ep,
-						base.ep_fid.fid), context);
+	return ibf_rdm_recv_cancel(&container_of(fid, struct ibf_rdm_ep,
+						 base.ep_fid.fid)->as_proto, context);
 }
 
 static int ibf_rdm_getopt(fid_t fid, int level, int optname, void *optval,
@@ -583,7 +583,7 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 	ep->base.ep_fid.rma = &ibf_rdm_rma_ops;
 	ep->base.ep_fid.atomic = &ibf_rdm_atomic_ops;
 	ibf_ref_get(&dom->ref);
-	ret = ibf_rdm_cm_listen(ep, info);
+	ret = ibf_rdm_cm_listen(&ep->as_conns, info);
 	if (ret) {
 		ibf_rdm_close(&ep->base.ep_fid.fid);
 		return ret;

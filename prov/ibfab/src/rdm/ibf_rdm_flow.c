@@ -25,14 +25,14 @@
 
 #include <arpa/inet.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm_conn.h"
 
 /* A window no peer may claim beyond, nor we give less than. */
 #define IBF_RDM_WINDOW_MIN 4
 #define IBF_RDM_WINDOW_MAX 128
 #define IBF_RDM_WINDOW_LIMIT (1u << 16)
 
-uint32_t ibf_rdm_window_ours(const struct ibf_rdm_ep *ep)
+uint32_t ibf_rdm_window_ours(const struct ibf_rdm_ep_conns *ep)
 {
 	return IBF_MIN(IBF_MAX(ep->nbounce / 4, IBF_RDM_WINDOW_MIN),
 		       IBF_RDM_WINDOW_MAX);
@@ -40,7 +40,7 @@ uint32_t ibf_rdm_window_ours(const struct ibf_rdm_ep *ep)
 
 /* Credits are granted once this many are owed: half a window, so that a
  * sender that keeps its peer busy never waits for a grant. */
-static uint32_t ibf_rdm_grant_batch(const struct ibf_rdm_ep *ep)
+static uint32_t ibf_rdm_grant_batch(const struct ibf_rdm_ep_conns *ep)
 {
 	return IBF_MAX(ibf_rdm_window_ours(ep) / 2, 1);
 }

@@ -25,14 +25,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm_conn.h"
 
 /*
  * Post g's drain, if the budget allows (cm_lock held): drains are
  * completions no op accounts for, so the CQ has room for IBF_RDM_DRAINS
  * of them at once; the others wait for the reaping of earlier ones.
  */
-static void ibf_rdm_grave_drain(struct ibf_rdm_ep *ep, struct ibf_rdm_grave *g)
+static void ibf_rdm_grave_drain(struct ibf_rdm_ep_conns *ep,
+				struct ibf_rdm_grave *g)
 {
 	struct ibv_send_wr wr = { 0 }, *bad;
 
@@ -53,7 +54,7 @@ static void ibf_rdm_grave_drain(struct ibf_rdm_ep *ep, struct ibf_rdm_grave *g)
 }
 
 /* cm_lock held. */
-void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id,
+void ibf_rdm_bury(struct ibf_rdm_ep_conns *ep, struct rdma_cm_id *id,
 		  struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_grave *g;
@@ -69,7 +70,7 @@ void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id,
 	}
 	g->id = id;
 	g->conn = conn;
-	g->drain.ep = ep;
+	g->drain.ep = &ep->as_ops;
 	g->drain.op.kind = IBF_OP_RDM;
 	g->drain.state = IBF_RDM_DRAIN;
 	if (!id->qp) {
@@ -88,7 +89,7 @@ void ibf_rdm_bury(struct ibf_rdm_ep *ep, struct rdma_cm_id *id,
 		ibf_rdm_grave_wake(ep);
 }
 
-void ibf_rdm_grave_wake(struct ibf_rdm_ep *ep)
+void ibf_rdm_grave_wake(struct ibf_rdm_ep_conns *ep)
 {
 	uint64_t one = 1;
 
@@ -100,7 +101,7 @@ void ibf_rdm_grave_wake(struct ibf_rdm_ep *ep)
 void ibf_rdm_grave_drained(struct ibf_rdm_op *drain)
 {
 	struct ibf_rdm_grave *g = container_of(drain, struct ibf_rdm_grave, drain);
-	struct ibf_rdm_ep *ep = drain->ep;
+	struct ibf_rdm_ep_conns *ep = ibf_rdm_conns_of(drain->ep);
 
 	__atomic_sub_fetch(&ep->drains_out, 1, __ATOMIC_RELEASE);
 	/* The last touch of g: once the thread sees it drained, it frees it. */
@@ -108,7 +109,8 @@ void ibf_rdm_grave_drained(struct ibf_rdm_op *drain)
 	ibf_rdm_grave_wake(ep);
 }
 
-static void ibf_rdm_grave_destroy(struct ibf_rdm_ep *ep, struct ibf_rdm_grave *g)
+static void ibf_rdm_grave_destroy(struct ibf_rdm_ep_conns *ep,
+				  struct ibf_rdm_grave *g)
 {
 	if (g->id->qp) {
 		ibf_rdm_qp_map_del(ep, g->id->qp->qp_num);
@@ -124,7 +126,7 @@ static void ibf_rdm_grave_destroy(struct ibf_rdm_ep *ep, struct ibf_rdm_grave *g
  * The thread, between events (cm_lock held, every event acked): destroy
  * the drained graves.  Returns how many were.
  */
-int ibf_rdm_graves_reap(struct ibf_rdm_ep *ep)
+int ibf_rdm_graves_reap(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_grave **p = &ep->graves, *g;
 	uint64_t n;
@@ -149,7 +151,7 @@ int ibf_rdm_graves_reap(struct ibf_rdm_ep *ep)
 }
 
 /* Close: every grave, drained or not (the CQs are drained by now). */
-void ibf_rdm_graves_destroy(struct ibf_rdm_ep *ep)
+void ibf_rdm_graves_destroy(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_grave *g;
 

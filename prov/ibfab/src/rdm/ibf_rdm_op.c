@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ibf_mr_cache.h"
-#include "ibf_rdm.h"
+#include "ibf_rdm_op.h"
 
 void ibf_rdm_list_append(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
 {
@@ -38,7 +38,7 @@ void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
 /* ---- pools ---- */
 
 /* What every op starts with: its endpoint, and its slot (if any). */
-static void ibf_rdm_op_setup(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static void ibf_rdm_op_setup(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 			     uint8_t *mem, uint32_t lkey, int is_bounce)
 {
 	op->op.kind = IBF_OP_RDM;
@@ -52,7 +52,7 @@ static void ibf_rdm_op_setup(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 
 /* Ops are laid out as [ntx sends][nrx receives][nbounce bounces]; sends
  * and bounces own a slot of the registered area each. */
-int ibf_rdm_ops_init(struct ibf_rdm_ep *ep)
+int ibf_rdm_ops_init(struct ibf_rdm_ep_ops *ep)
 {
 	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
 	size_t bytes = (size_t)(ep->ntx + ep->nbounce) * ep->slot;
@@ -97,7 +97,7 @@ struct ibf_rdm_chunk {
 	struct ibf_rdm_op ops[];
 };
 
-static void ibf_rdm_chunks_free(struct ibf_rdm_ep *ep)
+static void ibf_rdm_chunks_free(struct ibf_rdm_ep_ops *ep)
 {
 	struct ibf_rdm_chunk *c;
 
@@ -110,7 +110,7 @@ static void ibf_rdm_chunks_free(struct ibf_rdm_ep *ep)
 	}
 }
 
-void ibf_rdm_ops_fini(struct ibf_rdm_ep *ep)
+void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep)
 {
 	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
 
@@ -135,7 +135,7 @@ static int ibf_rdm_is_tx(const struct ibf_rdm_op *op)
 	return p >= first && p < (uintptr_t)(op->ep->ops + op->ep->ntx);
 }
 
-void ibf_rdm_ops_each(struct ibf_rdm_ep *ep,
+void ibf_rdm_ops_each(struct ibf_rdm_ep_ops *ep,
 		      void (*fn)(struct ibf_rdm_op *op, void *arg), void *arg)
 {
 	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
@@ -148,7 +148,7 @@ void ibf_rdm_ops_each(struct ibf_rdm_ep *ep,
 			fn(&c->ops[i], arg);
 }
 
-int ibf_rdm_bounce_owned(struct ibf_rdm_ep *ep, const void *p)
+int ibf_rdm_bounce_owned(struct ibf_rdm_ep_ops *ep, const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
 	const struct ibf_rdm_chunk *c;
@@ -250,7 +250,7 @@ int ibf_rdm_op_move_ok(enum ibf_rdm_op_state from, enum ibf_rdm_op_state to)
 				 IBF_RDM_OP_STATES, (int)from, (int)to, "an op");
 }
 
-struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
+struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep_ops *ep)
 {
 	struct ibf_rdm_op *op = ep->tx_free;
 
@@ -261,7 +261,7 @@ struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep)
 	return op;
 }
 
-struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep *ep)
+struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep_ops *ep)
 {
 	struct ibf_rdm_op *op = ep->rx_free;
 
@@ -274,7 +274,7 @@ struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep *ep)
 
 void ibf_rdm_op_free(struct ibf_rdm_op *op)
 {
-	struct ibf_rdm_ep *ep = op->ep;
+	struct ibf_rdm_ep_ops *ep = op->ep;
 
 	ibf_rdm_op_to(op, IBF_RDM_FREE);
 	if (ibf_rdm_is_tx(op)) {
@@ -297,7 +297,7 @@ void ibf_rdm_op_free(struct ibf_rdm_op *op)
  * behind), and the memory is spent only when a backlog first reaches it.
  * Each extra bounce may send a FIN, so the endpoint's CQ grows with them.
  */
-static int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+static int ibf_rdm_bounce_post(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b)
 {
 	struct ibv_sge sge = {
 		.addr = (uintptr_t)b->mem,
@@ -322,7 +322,7 @@ static int ibf_rdm_bounce_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	return 0;
 }
 
-int ibf_rdm_bounce_release(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+int ibf_rdm_bounce_release(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b)
 {
 	if (b->req)
 		ep->up->request_done(ep, b);	/* its credit, its share */
@@ -335,7 +335,7 @@ int ibf_rdm_bounce_release(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	return 0;
 }
 
-int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep)
+int ibf_rdm_bounces_post(struct ibf_rdm_ep_ops *ep)
 {
 	uint32_t i;
 	int ret;
@@ -349,7 +349,7 @@ int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep)
 }
 
 /* Room in the CQ for n more FINs, then n more spares; 0 or -FI_E*. */
-static int ibf_rdm_bounce_grow(struct ibf_rdm_ep *ep)
+static int ibf_rdm_bounce_grow(struct ibf_rdm_ep_ops *ep)
 {
 	uint32_t i, n = IBF_MIN(IBF_RDM_CHUNK, ep->extra_max - ep->nextra);
 	struct ibf_rdm_chunk *c;
@@ -395,7 +395,7 @@ static int ibf_rdm_bounce_grow(struct ibf_rdm_ep *ep)
 	return 0;
 }
 
-void ibf_rdm_bounce_refill(struct ibf_rdm_ep *ep)
+void ibf_rdm_bounce_refill(struct ibf_rdm_ep_ops *ep)
 {
 	struct ibf_rdm_op *b;
 
@@ -412,7 +412,8 @@ void ibf_rdm_bounce_refill(struct ibf_rdm_ep *ep)
 	}
 }
 
-void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why)
+void ibf_rdm_drop(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b,
+		  const char *why)
 {
 	ep->dropped++;
 	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "an arrival dropped (%llu "
@@ -430,7 +431,7 @@ void ibf_rdm_unregister_any(struct ibf_rdm_op *op)
 		ibf_mr_cache_put(op->ep->base.domain->mr_cache, op->mrc[--op->nmrc]);
 }
 
-int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+int ibf_rdm_reg_local(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 		      void *addr, size_t len, int access, uint32_t *lkey)
 {
 	struct ibf_mr_cache *cache = ibf_domain_mr_cache(ep->base.domain);
@@ -461,7 +462,7 @@ int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 
 static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)
 {
-	struct ibf_rdm_ep *ep = op->ep;
+	struct ibf_rdm_ep_ops *ep = op->ep;
 
 	if (ibf_rdm_is_tx(op))
 		return ep->base.tx_cq ? ep->base.tx_cq : ep->base.rx_cq;
@@ -471,7 +472,7 @@ static struct ibf_cq *ibf_rdm_op_cq(struct ibf_rdm_op *op)
 /* The counter op's completion adds to, if one is bound. */
 static struct ibf_cntr *ibf_rdm_op_cntr(struct ibf_rdm_op *op)
 {
-	struct ibf_rdm_ep *ep = op->ep;
+	struct ibf_rdm_ep_ops *ep = op->ep;
 	uint64_t f = op->op.flags;
 
 	if (unlikely(f & (FI_RMA | FI_ATOMIC)))
@@ -487,7 +488,7 @@ static struct ibf_cntr *ibf_rdm_op_cntr(struct ibf_rdm_op *op)
 /* err: 0 or -FI_E*; the CQ reports it positive, as fi_cq_readerr does. */
 void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 {
-	struct ibf_rdm_ep *ep = op->ep;
+	struct ibf_rdm_ep_ops *ep = op->ep;
 	struct ibf_cntr *cntr = ibf_rdm_op_cntr(op);
 	struct ibf_cq *cq = ibf_rdm_op_cq(op);
 
@@ -518,7 +519,7 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 void ibf_rdm_release(struct ibf_op *o)
 {
 	struct ibf_rdm_op *op = container_of(o, struct ibf_rdm_op, op);
-	struct ibf_rdm_ep *ep = op->ep;
+	struct ibf_rdm_ep_ops *ep = op->ep;
 
 	ibf_lock_acquire(&ep->lock);
 	assert(o->kind == IBF_OP_RDM && op->state == IBF_RDM_DONE);

@@ -7,7 +7,7 @@
  * slot of one registered area (header + eager payload).  This layer hands
  * ops out and takes them back, posts bounces to the SRQ, and completes ops
  * to the endpoint's CQs.  It calls nothing of the RDM engine above it; an
- * op going back to the pool is told upward through ep->up (ibf_rdm_conn.h).
+ * op going back to the pool is told upward through ep->up (below).
  *
  * Ownership: an op belongs to exactly one place at a time, said by its
  * state: the free lists, a connection's queue or stalled list, the matcher,
@@ -23,8 +23,104 @@
 #include "ibf_match.h"
 #include "ibf_rdm_wire.h"
 
-struct ibf_rdm_ep;
 struct ibf_rdm_conn;
+struct ibf_rdm_ep_ops;
+struct ibf_rdm_ep_conns;
+struct ibf_rdm_op;
+
+/*
+ * The endpoint is one object, but no layer sees all of it: each layer's
+ * header defines the part it owns, which holds the parts below it, and
+ * its files take a pointer to that part.  A layer's part is open to the
+ * layers above twice over, in the same bytes: its fields by name
+ * (ep->lock, from any layer above) and whole (&ep->as_ops, to call the
+					       * layer's functions).  C11 guarantees the two agree: an anonymous union
+ * of two structs with the same members.  The compiler so keeps the layer
+ * rule for data as util/ibfab-layers keeps it for calls: ibf_rdm_op.c
+ * cannot name a connection's field, nor ibf_rdm_conn.c the matcher's.
+ *
+ *   struct ibf_rdm_ep_ops    operations (here): the endpoint's core, ops
+ *   struct ibf_rdm_ep_conns  connections (ibf_rdm_conn.h)
+ *   struct ibf_rdm_ep_proto  protocol (ibf_rdm_proto.h)
+ *   struct ibf_rdm_ep        the endpoint, its API (ibf_rdm.h)
+ */
+#define IBF_RDM_PART(tag, name, ...) \
+	union { \
+		struct { __VA_ARGS__ }; \
+		struct tag name; \
+	}
+
+/*
+ * The one way up: what the connection and operation layers tell the layer
+ * above them.  The endpoint sets ep->up at open; each is called with
+ * ep->lock held unless said otherwise.
+ */
+struct ibf_rdm_upcalls {
+	/* conn has send-queue slots again, or has ended: what waits in its
+	 * stalled list goes on (or fails). */
+	void (*slots_freed)(struct ibf_rdm_conn *conn);
+	/* One or more connections have ended since the last call: what
+	 * waits on their ended lives (rendezvous sends) fails. */
+	void (*conns_ended)(struct ibf_rdm_ep_conns *ep);
+	/* An op went back to a free list. */
+	void (*op_freed)(struct ibf_rdm_ep_ops *ep);
+	/* FI_PROGRESS_AUTO: the endpoint's CQ channel fired (thread, no
+	 * lock held). */
+	void (*progress)(struct ibf_rdm_ep_conns *ep);
+	/* Bounce b, which held a peer's request (b->req), is released. */
+	void (*request_done)(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b);
+};
+
+/*
+ * The operations layer's part: what every layer shares (the fid, the
+ * lock, the SRQ and the device CQ, the way up) and the ops.
+ */
+#define IBF_RDM_EP_OPS_FIELDS \
+	struct ibf_ep_base base;	/* fid, CQs, counters, op flags */ \
+	struct ibf_lock lock;	/* the data path's, by threading level */ \
+	struct ibv_srq *srq; \
+	/* All QPs complete here; the user's CQs progress it when read. */ \
+	struct ibv_cq *hcq; \
+	const struct ibf_rdm_upcalls *up;	/* the layers' way up */ \
+	/* The CQ read running progress now, or NULL (under lock). */ \
+	struct ibf_cq_sink *sink; \
+	/* Sends, receives, bounces; one registered area. */ \
+	struct ibf_rdm_op *ops; \
+	uint32_t ntx, nrx, nbounce; \
+	uint8_t *mem; \
+	struct ibv_mr *mem_mr; \
+	size_t slot;		/* header + eager payload + note */ \
+	size_t note_off;	/* where an RMA notice's note sits in a slot */ \
+	struct ibf_rdm_op *tx_free, *rx_free; \
+	uint64_t dropped;	/* arrivals that did not fit: never acted on */ \
+	/* Bounces: nbounce in the SRQ; spares replace those holding \
+	 * messages. */ \
+	uint32_t srq_posted; \
+	struct ibf_rdm_op *spare; \
+	struct ibf_rdm_chunk *chunks;	/* the extra bounces, allocated */ \
+	uint32_t nextra, extra_max;	/* FI_IBFAB_RDM_UNEXP_MAX */ \
+	int hcq_need;		/* entries hcq must have: grows with nextra */
+
+struct ibf_rdm_ep_ops {
+	IBF_RDM_EP_OPS_FIELDS
+};
+
+/* Extra bounces are added this many at a time. */
+#define IBF_RDM_CHUNK 64
+
+/* Our domain's key generation, for the headers we build (ibf_rdm_wire.h):
+ * it moves when a region with a requested key closes. */
+static inline uint16_t ibf_rdm_key_gen(const struct ibf_rdm_ep_ops *ep)
+{
+	return (uint16_t)__atomic_load_n(&ep->base.domain->key_gen,
+					 __ATOMIC_ACQUIRE);
+}
+
+/* A bounce has left the SRQ with an arrival. */
+static inline void ibf_rdm_bounce_arrived(struct ibf_rdm_ep_ops *ep)
+{
+	ep->srq_posted--;
+}
 
 enum ibf_rdm_op_state {
 	IBF_RDM_FREE,		/* on its free list */
@@ -62,7 +158,7 @@ enum ibf_rdm_wr_kind {
 
 struct ibf_rdm_op {
 	struct ibf_op op;	/* what the CQ reports; kind IBF_OP_RDM */
-	struct ibf_rdm_ep *ep;
+	struct ibf_rdm_ep_ops *ep;
 	struct ibf_rdm_conn *conn;
 	struct ibf_rdm_op *next, *prev;
 	enum ibf_rdm_op_state state;
@@ -183,32 +279,33 @@ void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op);
 
 /* Make the ops and their registered area; free them (after the CQs are
  * drained and every QP is gone). */
-int ibf_rdm_ops_init(struct ibf_rdm_ep *ep);
-void ibf_rdm_ops_fini(struct ibf_rdm_ep *ep);
+int ibf_rdm_ops_init(struct ibf_rdm_ep_ops *ep);
+void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep);
 
 /* A free send op, or NULL; a free receive op, or NULL. */
-struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep *ep);
-struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep *ep);
+struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep_ops *ep);
+struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep_ops *ep);
 /* Back to its free list, unreported (a post that failed, a spent op). */
 void ibf_rdm_op_free(struct ibf_rdm_op *op);
 
 /* Bounce b is free again: back to the SRQ, or to the spares if it was
  * replaced there while it held a message. */
-int ibf_rdm_bounce_release(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+int ibf_rdm_bounce_release(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b);
 /* Post every bounce (fi_enable). */
-int ibf_rdm_bounces_post(struct ibf_rdm_ep *ep);
+int ibf_rdm_bounces_post(struct ibf_rdm_ep_ops *ep);
 /* Top the SRQ up to nbounce from the spares, growing them if need be, up
  * to FI_IBFAB_RDM_UNEXP_MAX; progress calls it when the SRQ is short. */
-void ibf_rdm_bounce_refill(struct ibf_rdm_ep *ep);
+void ibf_rdm_bounce_refill(struct ibf_rdm_ep_ops *ep);
 /* Whether p is one of the endpoint's bounces (a pointer handed back by the
  * application, FI_CLAIM). */
-int ibf_rdm_bounce_owned(struct ibf_rdm_ep *ep, const void *p);
+int ibf_rdm_bounce_owned(struct ibf_rdm_ep_ops *ep, const void *p);
 /* Call fn on every op, the extra bounces included. */
-void ibf_rdm_ops_each(struct ibf_rdm_ep *ep,
+void ibf_rdm_ops_each(struct ibf_rdm_ep_ops *ep,
 		      void (*fn)(struct ibf_rdm_op *op, void *arg), void *arg);
 /* An arrival in bounce b that does not fit: counted, said, never acted on;
  * b goes back to the SRQ. */
-void ibf_rdm_drop(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b, const char *why);
+void ibf_rdm_drop(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b,
+		  const char *why);
 
 /* op is finished: report it to its CQ (err 0 or -FI_E*), or free it if
  * it is silent (selective completion, inject). */
@@ -228,7 +325,7 @@ static inline void ibf_rdm_unregister(struct ibf_rdm_op *op)
  * registration cache, else registered for op alone.  Held until op's
  * ibf_rdm_unregister.  0 or -FI_E*.
  */
-int ibf_rdm_reg_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+int ibf_rdm_reg_local(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 		      void *addr, size_t len, int access, uint32_t *lkey);
 
 /*

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm_conn.h"
 
 /* One line per work request, for FI_LOG_LEVEL=debug (ep->post_trace). */
 static void __attribute__((noinline, cold))
@@ -130,7 +130,7 @@ int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 static int ibf_rdm_post_rma(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
 	uint32_t epoch = ibf_rdm_conn_epoch(conn);	/* first: ibf_rdm_post */
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 	struct ibv_sge hsge[2];
 	struct ibv_send_wr wr[2];
 	int n = op->part_last && op->rma_notify ? 2 : 1, ret;
@@ -212,7 +212,7 @@ static void ibf_rdm_rma_notify_set(const struct ibf_rdm_conn *conn,
 static int ibf_rdm_post_keyq(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 			     uint32_t epoch)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_conns *ep = conn->ep;
 	struct ibv_sge sge[2] = {
 		{ (uintptr_t)op->mem, IBF_RDM_HDR, op->mem_lkey },
 		{ (uintptr_t)op->mem + ep->note_off,

@@ -12,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm_proto.h"
 
 /* ---- sending: the one entry of every send, RMA and atomic ---- */
 
 /* An op for req, to its peer's connection (found, or its making started),
  * with what its completion will report; NULL and *ret if none. */
-static struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep,
+static struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep_proto *ep,
 					   const struct ibf_rdm_req *req,
 					   ssize_t *ret)
 {
@@ -26,9 +26,9 @@ static struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep,
 	struct ibf_rdm_op *op;
 
 	conn = likely(req->dest < ep->npeers) ? ep->peers[req->dest] : NULL;
-	if (unlikely(!conn) && (*ret = ibf_rdm_conn_get(ep, req->dest, &conn)))
+	if (unlikely(!conn) && (*ret = ibf_rdm_conn_get(&ep->as_conns, req->dest, &conn)))
 		return NULL;
-	op = ibf_rdm_tx_get(ep);
+	op = ibf_rdm_tx_get(&ep->as_ops);
 	if (unlikely(!op)) {
 		*ret = -FI_EAGAIN;
 		return NULL;
@@ -48,7 +48,8 @@ static struct ibf_rdm_op *ibf_rdm_tx_begin(struct ibf_rdm_ep *ep,
 
 /* A message: its header, and the payload (eager) or an RTS with the
  * buffers registered (rendezvous). */
-static int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static int ibf_rdm_send_build(struct ibf_rdm_ep_proto *ep,
+			      struct ibf_rdm_op *op,
 			      const struct ibf_rdm_req *req)
 {
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
@@ -61,17 +62,19 @@ static int ibf_rdm_send_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	op->read_err = 0;
 	op->wr_kind = IBF_RDM_WR_SEND;
 	if (req->len > ep->eager_size) {
-		ibf_rdm_hdr_set(hdr, IBF_RDM_RTS, flags, ibf_rdm_key_gen(ep));
+		ibf_rdm_hdr_set(hdr, IBF_RDM_RTS, flags,
+				ibf_rdm_key_gen(&ep->as_ops));
 		return ibf_rdm_rts_build(ep, op, req->iov, req->count, req->len);
 	}
-	ibf_rdm_hdr_set(hdr, IBF_RDM_EAGER, flags, ibf_rdm_key_gen(ep));
+	ibf_rdm_hdr_set(hdr, IBF_RDM_EAGER, flags,
+			ibf_rdm_key_gen(&ep->as_ops));
 	ibf_rdm_copy_from_iov(op->mem + IBF_RDM_HDR, req->iov, req->count);
 	op->wire_len = (uint32_t)(IBF_RDM_HDR + req->len);
 	op->tx_state = IBF_RDM_TX;
 	return 0;
 }
 
-static int ibf_rdm_req_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static int ibf_rdm_req_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			     const struct ibf_rdm_req *req)
 {
 	switch (req->kind) {
@@ -90,7 +93,7 @@ static int ibf_rdm_req_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 /* Op, built from req, was sent: an RMA in parts posts its second part
  * now (posted, not queued, it cannot complete while we hold the lock),
  * and the endpoint counts what it started. */
-static void ibf_rdm_req_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static void ibf_rdm_req_sent(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			     const struct ibf_rdm_req *req)
 {
 	switch (req->kind) {
@@ -110,7 +113,8 @@ static void ibf_rdm_req_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	}
 }
 
-ssize_t ibf_rdm_submit(struct ibf_rdm_ep *ep, const struct ibf_rdm_req *req)
+ssize_t ibf_rdm_submit(struct ibf_rdm_ep_proto *ep,
+		       const struct ibf_rdm_req *req)
 {
 	struct ibf_rdm_op *op;
 	ssize_t ret;
@@ -138,13 +142,13 @@ out:
 
 /* ---- receiving ---- */
 
-struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
+struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep_proto *ep,
 				   const struct iovec *iov, void **desc,
 				   size_t count, uint64_t want, uint64_t tag,
 				   uint64_t ignore, uint64_t flags,
 				   void *context, int tagged)
 {
-	struct ibf_rdm_op *r = ibf_rdm_rx_get(ep);
+	struct ibf_rdm_op *r = ibf_rdm_rx_get(&ep->as_ops);
 	size_t i;
 
 	if (unlikely(!r))
@@ -176,12 +180,12 @@ struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
 	return r;
 }
 
-static struct ibf_mq *ibf_rdm_unexp_q(struct ibf_rdm_ep *ep, int tagged)
+static struct ibf_mq *ibf_rdm_unexp_q(struct ibf_rdm_ep_proto *ep, int tagged)
 {
 	return tagged ? &ep->unexp_tag : &ep->unexp_msg;
 }
 
-struct ibf_rdm_op *ibf_rdm_unexp_find(struct ibf_rdm_ep *ep,
+struct ibf_rdm_op *ibf_rdm_unexp_find(struct ibf_rdm_ep_proto *ep,
 				      const struct ibf_rdm_op *r)
 {
 	struct ibf_mq *unexp = ibf_rdm_unexp_q(ep, r->tagged);
@@ -192,12 +196,12 @@ struct ibf_rdm_op *ibf_rdm_unexp_find(struct ibf_rdm_ep *ep,
 						r->me.src));
 }
 
-void ibf_rdm_unexp_take(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+void ibf_rdm_unexp_take(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b)
 {
 	ibf_mq_unexp_remove(ibf_rdm_unexp_q(ep, b->tagged), &b->me);
 }
 
-void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+void ibf_rdm_deliver(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 		     struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
@@ -216,7 +220,7 @@ void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 				     b->op.len);
 	r->op.len = copied;
 	r->op.olen = b->op.len - copied;
-	ibf_rdm_bounce_release(ep, b);
+	ibf_rdm_bounce_release(&ep->as_ops, b);
 	ibf_rdm_complete(r, r->op.olen ? -FI_ETRUNC : 0);
 }
 
@@ -227,7 +231,8 @@ void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
  * than FI_OPT_MIN_MULTI_RECV is left, and the carrier of the message that
  * fills it says FI_MULTI_RECV.  The caller made sure an op is free.
  */
-static void ibf_rdm_deliver_multi(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+static void ibf_rdm_deliver_multi(struct ibf_rdm_ep_proto *ep,
+				  struct ibf_rdm_op *r,
 				  struct ibf_rdm_op *b)
 {
 	size_t take = IBF_MIN(b->op.len, r->iov[0].iov_len - r->mr_off);
@@ -253,7 +258,7 @@ static void ibf_rdm_deliver_multi(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
  * arrival or left behind once ops are free again.  Not reentered: a
  * delivery may complete (and free) a silent op, which calls here.
  */
-static void ibf_rdm_multi_drain(struct ibf_rdm_ep *ep)
+static void ibf_rdm_multi_drain(struct ibf_rdm_ep_proto *ep)
 {
 	struct ibf_mq_entry *e, *next;
 	struct ibf_rdm_op *b, *r;
@@ -274,7 +279,7 @@ static void ibf_rdm_multi_drain(struct ibf_rdm_ep *ep)
 	ep->multi_draining = 0;
 }
 
-void ibf_rdm_recv_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+void ibf_rdm_recv_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
 {
 	struct ibf_rdm_op *b;
 
@@ -299,7 +304,7 @@ void ibf_rdm_recv_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 	}
 }
 
-ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep *ep, void *context)
+ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep_proto *ep, void *context)
 {
 	struct ibf_mq *queues[2] = { &ep->recv_tag, &ep->recv_msg };
 	struct ibf_mq_entry *e;
@@ -326,7 +331,8 @@ ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep *ep, void *context)
 /* ---- arrivals ---- */
 
 /* A message in bounce b (its header checked): match it, or hold it. */
-static void ibf_rdm_on_message(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+static void ibf_rdm_on_message(struct ibf_rdm_ep_proto *ep,
+			       struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	struct ibf_mq *posted;
@@ -361,7 +367,8 @@ static void ibf_rdm_on_message(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 
 /* A failed receive: its QP is in error now, so the connection ends, as
  * for a failed send, and the next send reconnects. */
-static void ibf_rdm_on_recv_error(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+static void ibf_rdm_on_recv_error(struct ibf_rdm_ep_proto *ep,
+				  struct ibf_rdm_op *b,
 				  const struct ibv_wc *wc)
 {
 	struct ibf_rdm_conn *conn;
@@ -372,16 +379,16 @@ static void ibf_rdm_on_recv_error(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 			       wc->status == IBV_WC_LOC_LEN_ERR ? " (the peer's "
 			       "eager messages are larger: set FI_IBFAB_EAGER_SIZE "
 			       "alike on every process)" : "");
-		conn = ibf_rdm_qp_conn(ep, wc->qp_num);
+		conn = ibf_rdm_qp_conn(&ep->as_conns, wc->qp_num);
 		if (conn)
 			ibf_rdm_conn_broken(conn, ibf_rdm_arrival_epoch(conn,
 					    wc->qp_num), -ibf_wc_status_to_fi(wc->status));
 	}
-	ibf_rdm_bounce_release(ep, b);
+	ibf_rdm_bounce_release(&ep->as_ops, b);
 }
 
 /* What a message in bounce b (of byte_len bytes, its sender known) is. */
-static void ibf_rdm_on_type(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+static void ibf_rdm_on_type(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			    const struct ibv_wc *wc)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
@@ -389,13 +396,13 @@ static void ibf_rdm_on_type(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	switch (hdr->type) {
 	case IBF_RDM_FIN:
 		if (unlikely(wc->byte_len < IBF_RDM_HDR + sizeof(struct ibf_rdm_fin))) {
-			ibf_rdm_drop(ep, b, "a FIN cut short");
+			ibf_rdm_drop(&ep->as_ops, b, "a FIN cut short");
 			return;
 		}
 		ibf_rdm_on_fin(ep, b);
 		return;
 	case IBF_RDM_PING:
-		ibf_rdm_bounce_release(ep, b);	/* being here was the answer */
+		ibf_rdm_bounce_release(&ep->as_ops, b);	/* being here was the answer */
 		return;
 	case IBF_RDM_WDATA:
 		ibf_rdm_on_wdata(ep, b, wc);
@@ -403,7 +410,7 @@ static void ibf_rdm_on_type(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	case IBF_RDM_RDONE:
 		if (unlikely(wc->byte_len < IBF_RDM_HDR +
 			     sizeof(struct ibf_rdm_rma_note))) {
-			ibf_rdm_drop(ep, b, "a read notice cut short");
+			ibf_rdm_drop(&ep->as_ops, b, "a read notice cut short");
 			return;
 		}
 		ibf_rdm_on_remote_event(ep, b, IBF_CNTR_REMOTE_READ);
@@ -425,14 +432,14 @@ static void ibf_rdm_on_type(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		break;
 	case IBF_RDM_RTS:
 		if (unlikely(!ibf_rdm_rts_fits(b, wc->byte_len))) {
-			ibf_rdm_drop(ep, b, "an RTS whose segments do not add "
+			ibf_rdm_drop(&ep->as_ops, b, "an RTS whose segments do not add "
 				     "up to its length");
 			return;
 		}
 		b->op.len = ((const struct ibf_rdm_rts *)(b->mem + IBF_RDM_HDR))->len;
 		break;
 	default:
-		ibf_rdm_drop(ep, b, "unknown type");
+		ibf_rdm_drop(&ep->as_ops, b, "unknown type");
 		return;
 	}
 	ibf_rdm_on_message(ep, b);
@@ -452,7 +459,7 @@ static int ibf_rdm_type_is_request(uint8_t type)
  * peer can never take them all, nor can a few: each newcomer's share is
  * half of what is left, and the last half stays free.
  */
-static uint32_t ibf_rdm_share(const struct ibf_rdm_ep *ep,
+static uint32_t ibf_rdm_share(const struct ibf_rdm_ep_proto *ep,
 			      const struct ibf_rdm_conn *conn)
 {
 	uint32_t pool = ep->nbounce + ep->extra_max;
@@ -463,7 +470,8 @@ static uint32_t ibf_rdm_share(const struct ibf_rdm_ep *ep,
 
 /* A request came in b: it spends one of its sender's credits, or, with
  * none left, ends the sender's connection.  0, or -1 if b is gone. */
-static int ibf_rdm_request_begin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+static int ibf_rdm_request_begin(struct ibf_rdm_ep_proto *ep,
+				 struct ibf_rdm_op *b)
 {
 	struct ibf_rdm_conn *conn = b->conn;
 	char buf[64];
@@ -474,7 +482,7 @@ static int ibf_rdm_request_begin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 			       "connection ends\n", ibf_addr_str((const void *)
 			       &conn->name, buf, sizeof(buf)));
 		ibf_rdm_conn_broken(conn, b->epoch, -FI_EIO);
-		ibf_rdm_drop(ep, b, "a request beyond its sender's credits");
+		ibf_rdm_drop(&ep->as_ops, b, "a request beyond its sender's credits");
 		return -1;
 	}
 	b->req = 1;
@@ -484,8 +492,10 @@ static int ibf_rdm_request_begin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	return 0;
 }
 
-static void ibf_rdm_request_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+static void ibf_rdm_request_done(struct ibf_rdm_ep_ops *ops,
+				 struct ibf_rdm_op *b)
 {
+	struct ibf_rdm_ep_proto *ep = ibf_rdm_proto_of_ops(ops);
 	struct ibf_rdm_conn *conn = b->conn;
 
 	b->req = 0;
@@ -497,7 +507,7 @@ static void ibf_rdm_request_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	}
 }
 
-static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+static void ibf_rdm_on_recv(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			    const struct ibv_wc *wc)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
@@ -509,9 +519,9 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	}
 	/* The sender is whoever owns the QP it came in on, whatever the
 	 * header says. */
-	b->conn = conn = ibf_rdm_qp_conn(ep, wc->qp_num);
+	b->conn = conn = ibf_rdm_qp_conn(&ep->as_conns, wc->qp_num);
 	if (unlikely(!conn)) {
-		ibf_rdm_drop(ep, b, "it came in on no connection of ours");
+		ibf_rdm_drop(&ep->as_ops, b, "it came in on no connection of ours");
 		return;
 	}
 	ibf_rdm_conn_used(conn);
@@ -527,11 +537,11 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	if (unlikely(wc->wc_flags & IBV_WC_WITH_IMM)) {
 		/* A grant of credits: no bytes, the count in the immediate. */
 		ibf_rdm_grant_arrived(conn, b->epoch, ntohl(wc->imm_data));
-		ibf_rdm_bounce_release(ep, b);
+		ibf_rdm_bounce_release(&ep->as_ops, b);
 		return;
 	}
 	if (unlikely(wc->byte_len < IBF_RDM_HDR)) {
-		ibf_rdm_drop(ep, b, "shorter than a header");
+		ibf_rdm_drop(&ep->as_ops, b, "shorter than a header");
 		return;
 	}
 	if (unlikely(hdr->key_gen != conn->peer_key_gen))
@@ -553,13 +563,13 @@ static void ibf_rdm_on_recv(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 
 /* A send-side completion: an eager send, a FIN, a read, an RTS (or the
  * connection layer's PING or drain). */
-static void ibf_rdm_on_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static void ibf_rdm_on_sent(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			    const struct ibv_wc *wc)
 {
 	if (unlikely(ibf_rdm_send_done(op, wc->status)))
 		return;		/* the connection layer's own */
 	if (op->is_bounce)
-		ibf_rdm_bounce_release(ep, op);	/* its FIN went */
+		ibf_rdm_bounce_release(&ep->as_ops, op);	/* its FIN went */
 	else if (op->state == IBF_RDM_TX_RMA)
 		ibf_rdm_rma_sent(op, wc);
 	else if (op->state == IBF_RDM_TX_ATOMIC)
@@ -575,14 +585,14 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 }
 
 /* A verbs completion of one of our ops. */
-static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
+static void ibf_rdm_on_wc(struct ibf_rdm_ep_proto *ep, const struct ibv_wc *wc)
 {
 	struct ibf_rdm_op *op = container_of((struct ibf_op *)(uintptr_t)wc->wr_id,
 					     struct ibf_rdm_op, op);
 
 	ibf_tsan_acquire(op);	/* what its poster wrote (see ibf.h) */
 	if (op->is_bounce && op->state == IBF_RDM_BOUNCE_POSTED) {
-		ibf_rdm_bounce_arrived(ep);
+		ibf_rdm_bounce_arrived(&ep->as_ops);
 		ibf_rdm_on_recv(ep, op, wc);
 	} else {
 		ibf_rdm_on_sent(ep, op, wc);
@@ -598,14 +608,14 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep *ep, const struct ibv_wc *wc)
  */
 void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
 {
-	struct ibf_rdm_ep *ep = container_of(hook, struct ibf_rdm_ep, hook);
+	struct ibf_rdm_ep_proto *ep = container_of(hook, struct ibf_rdm_ep_proto, hook);
 	struct ibv_wc wc[IBF_CQ_BATCH];
 	int n, i;
 
 	if (unlikely(__atomic_load_n(&ep->cm_pending, __ATOMIC_ACQUIRE)))
-		ibf_rdm_cm_deliver(ep);
+		ibf_rdm_cm_deliver(&ep->as_conns);
 	ibf_lock_acquire(&ep->lock);
-	ibf_rdm_qp_map_retire(ep);
+	ibf_rdm_qp_map_retire(&ep->as_conns);
 	do {
 		n = ibv_poll_cq(ep->hcq, IBF_CQ_BATCH, wc);
 		if (n <= 0)
@@ -617,13 +627,14 @@ void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
 	} while (n == IBF_CQ_BATCH);
 	/* Bounces kept by messages no receive has taken yet: replaced. */
 	if (unlikely(ep->srq_posted < ep->nbounce))
-		ibf_rdm_bounce_refill(ep);
+		ibf_rdm_bounce_refill(&ep->as_ops);
 	ibf_lock_release(&ep->lock);
 }
 
 /* FI_PROGRESS_AUTO, from the endpoint's thread when its CQ has an event. */
-static void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep)
+static void ibf_rdm_auto_progress(struct ibf_rdm_ep_conns *conns)
 {
+	struct ibf_rdm_ep_proto *ep = ibf_rdm_proto_of(conns);
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;
 	unsigned n = 0;
@@ -640,7 +651,7 @@ static void ibf_rdm_auto_progress(struct ibf_rdm_ep *ep)
 
 int ibf_rdm_trywait(struct ibf_progress *hook)
 {
-	struct ibf_rdm_ep *ep = container_of(hook, struct ibf_rdm_ep, hook);
+	struct ibf_rdm_ep_proto *ep = container_of(hook, struct ibf_rdm_ep_proto, hook);
 	struct ibv_cq *ev_cq;
 	void *ev_ctx;
 	int ret = 0, n;
@@ -674,17 +685,24 @@ int ibf_rdm_trywait(struct ibf_progress *hook)
 
 /* ---- what the layers below report ---- */
 
-static void ibf_rdm_op_freed(struct ibf_rdm_ep *ep)
+static void ibf_rdm_op_freed(struct ibf_rdm_ep_ops *ops)
 {
+	struct ibf_rdm_ep_proto *ep = ibf_rdm_proto_of_ops(ops);
+
 	if (unlikely(ep->multi_waiting))
 		ibf_rdm_multi_drain(ep);
 	if (unlikely(ep->wdata_wait.head != NULL))
 		ibf_rdm_wdata_drain(ep);
 }
 
+static void ibf_rdm_conns_ended(struct ibf_rdm_ep_conns *conns)
+{
+	ibf_rdm_rndv_fail_ended(ibf_rdm_proto_of(conns));
+}
+
 const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls = {
 	.slots_freed = ibf_rdm_unstall,
-	.conns_ended = ibf_rdm_rndv_fail_ended,
+	.conns_ended = ibf_rdm_conns_ended,
 	.op_freed = ibf_rdm_op_freed,
 	.progress = ibf_rdm_auto_progress,
 	.request_done = ibf_rdm_request_done,

@@ -30,6 +30,60 @@
 extern const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls;
 
 /*
+ * The protocol's part of the endpoint, over the connection layer's
+ * (ibf_rdm_op.h says how the parts nest).
+ */
+#define IBF_RDM_EP_PROTO_FIELDS \
+	IBF_RDM_PART(ibf_rdm_ep_conns, as_conns, IBF_RDM_EP_CONNS_FIELDS); \
+	struct ibf_progress hook;	/* how CQs and counters progress it */ \
+	unsigned cq_events;	/* taken, not yet acked */ \
+	size_t eager_size; \
+	size_t min_multi_recv;	/* FI_OPT_MIN_MULTI_RECV */ \
+	int atomic_target;	/* FI_ATOMIC: peers' atomics are applied */ \
+	/* Posted receives and held messages (bounces), untagged and \
+	 * tagged. */ \
+	struct ibf_mq recv_msg, recv_tag; \
+	struct ibf_mq unexp_msg, unexp_tag; \
+	/* Set when messages for a posted multi-receive buffer found no \
+	 * op free to report them: they wait in unexp_msg, in order, for \
+	 * freed ops.  Cleared by the drain that finds none left. */ \
+	int multi_waiting; \
+	int multi_draining; \
+	/* Remote CQ data that found no receive op free to carry it. */ \
+	struct ibf_rdm_list wdata_wait; \
+	/* Peers' requests held now (each peer's: conn->held): a peer is \
+	 * granted credits early while it holds at most half of the eager \
+	 * buffers the others leave (ibf_rdm_proto.c, ibf_rdm_share). */ \
+	uint32_t held; \
+	/* What one-sided work the endpoint did, said at close \
+	 * (FI_LOG_LEVEL info): how a user sees that RMA and atomics went \
+	 * through ibfab. */ \
+	struct { \
+		uint64_t writes, reads, atomics, atomics_applied; \
+	} stats;
+
+struct ibf_rdm_ep_proto {
+	IBF_RDM_EP_PROTO_FIELDS
+};
+
+/* The protocol's endpoint, from the part a lower layer handed up. */
+static inline struct ibf_rdm_ep_proto *
+ibf_rdm_proto_of(struct ibf_rdm_ep_conns *ep)
+{
+	return container_of(ep, struct ibf_rdm_ep_proto, as_conns);
+}
+
+static inline struct ibf_rdm_ep_proto *
+ibf_rdm_proto_of_ops(struct ibf_rdm_ep_ops *ep)
+{
+	return container_of(ep, struct ibf_rdm_ep_proto, as_ops);
+}
+
+/* Reads in flight per receive: enough to keep the link busy, few enough
+ * that the send queues need not grow with the message size. */
+#define IBF_RDM_READS 2
+
+/*
  * What one send (fi_msg, fi_tagged), RMA (fi_rma) or atomic (fi_atomic)
  * call asks for, its arguments already checked by the API layer
  * (ibf_rdm_sendrecv.c, ibf_rdm_rma_api.c, ibf_rdm_atomic_api.c).
@@ -75,30 +129,31 @@ struct ibf_rdm_req {
  * enabled), -FI_EAGAIN (no op or no room: try again after progress), or
  * what the build or the send said.
  */
-ssize_t ibf_rdm_submit(struct ibf_rdm_ep *ep, const struct ibf_rdm_req *req);
+ssize_t ibf_rdm_submit(struct ibf_rdm_ep_proto *ep,
+		       const struct ibf_rdm_req *req);
 
 /* A free receive op filled from the caller's arguments (not yet posted),
  * or NULL when none is free.  want: the peer's key for a directed
  * receive, 0 for any. */
-struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep *ep,
+struct ibf_rdm_op *ibf_rdm_rx_take(struct ibf_rdm_ep_proto *ep,
 				   const struct iovec *iov, void **desc,
 				   size_t count, uint64_t want, uint64_t tag,
 				   uint64_t ignore, uint64_t flags,
 				   void *context, int tagged);
 /* Receive r takes what waits for it, or waits for what comes. */
-void ibf_rdm_recv_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r);
+void ibf_rdm_recv_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r);
 /* The first held tagged message receive r would take, or NULL; take it
  * out of the matcher. */
-struct ibf_rdm_op *ibf_rdm_unexp_find(struct ibf_rdm_ep *ep,
+struct ibf_rdm_op *ibf_rdm_unexp_find(struct ibf_rdm_ep_proto *ep,
 				      const struct ibf_rdm_op *r);
-void ibf_rdm_unexp_take(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+void ibf_rdm_unexp_take(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b);
 /* Receive r takes the message held in bounce b (out of the matcher). */
-void ibf_rdm_deliver(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+void ibf_rdm_deliver(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 		     struct ibf_rdm_op *b);
 /* Drop a held message (FI_DISCARD): an RTS still gets its FIN. */
-void ibf_rdm_discard(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+void ibf_rdm_discard(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b);
 /* Cancel the posted receive with this context: 0 or -FI_ENOENT. */
-ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep *ep, void *context);
+ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep_proto *ep, void *context);
 
 /*
  * The endpoint's progress hook (struct ibf_progress, ep->hook), which its
@@ -112,34 +167,34 @@ int ibf_rdm_trywait(struct ibf_progress *hook);
 /* ---- ibf_rdm_rndv.c, for ibf_rdm_proto.c ---- */
 
 /* Register a large send's buffers and build its RTS in op->mem. */
-int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+int ibf_rdm_rts_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 		      const struct iovec *iov, size_t count, size_t len);
 /* Whether an arrival of byte_len bytes in b holds a sane RTS. */
 int ibf_rdm_rts_fits(const struct ibf_rdm_op *b, uint32_t byte_len);
 /* Receive r matched the RTS in bounce b: read the message into r. */
-void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+void ibf_rdm_read_start(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 			struct ibf_rdm_op *b);
 /* One read into r has completed (or failed). */
-void ibf_rdm_on_read(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+void ibf_rdm_on_read(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 		     const struct ibv_wc *wc);
 /* A FIN arrived in bounce b: its send completes. */
-void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b);
 /* Send op's own completion came: half of a rendezvous send. */
 void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err);
 /* Post the answer built in bounce b (b->wire_len bytes) to its sender;
  * b goes back to the SRQ once it is sent (a full queue parks it). */
-void ibf_rdm_reply_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b);
+void ibf_rdm_reply_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b);
 /* Reads, FINs and RMA parts parked on conn go on (or fail, if it ended). */
 void ibf_rdm_unstall(struct ibf_rdm_conn *conn);
 /* Rendezvous sends and atomics of ended connection lives fail. */
-void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep);
+void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep_proto *ep);
 
 /* ---- ibf_rdm_rma.c, for ibf_rdm_proto.c ---- */
 
 /* Build RMA op from req: its local side (the slot, or the caller's
  * buffers registered), its notice, and with requested keys the question
  * that finds the remote region first.  0 or -FI_E*. */
-int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+int ibf_rdm_rma_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 		      const struct ibf_rdm_req *req);
 
 /* One completion of an RMA op (it completes after its last). */
@@ -152,9 +207,9 @@ void ibf_rdm_rma_more(struct ibf_rdm_op *op);
  * generation is now gen (what we learned of its keys is forgotten). */
 void ibf_rdm_keyq_sent(struct ibf_rdm_op *op, int err);
 void ibf_rdm_keyq_resume(struct ibf_rdm_op *op);
-void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_keyq(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 		     uint32_t byte_len);
-void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_keyr(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 		     uint32_t byte_len);
 void ibf_rdm_keys_forget(struct ibf_rdm_conn *conn, uint16_t gen);
 /* A KEYR's bytes (header first) against themselves: 0 or -FI_EINVAL.
@@ -165,32 +220,32 @@ int ibf_rdm_key_covers(uint64_t len, uint32_t access, uint32_t need,
 		       uint64_t off, uint64_t n);
 /* A peer's RDMA WRITE WITH IMMEDIATE (bounce b, empty) landed: its
  * notice is due next on the same QP. */
-void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_write_imm(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			  const struct ibv_wc *wc);
 /* A WDATA arrived in bounce b: a remote CQ data completion, if the write
  * it tells of came just before it. */
-void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_wdata(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 		      const struct ibv_wc *wc);
 /* An FI_RMA_EVENT notice in bounce b (its note checked for length):
  * count it (kind: the counter).  b->op.len: the verified length of a
  * write; a read's is the note's. */
-void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_remote_event(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			     int kind);
 /* Receive ops were freed: report the WDATAs that waited for one. */
-void ibf_rdm_wdata_drain(struct ibf_rdm_ep *ep);
+void ibf_rdm_wdata_drain(struct ibf_rdm_ep_proto *ep);
 
 /* ---- ibf_rdm_atomic.c, for ibf_rdm_proto.c ---- */
 
 /* Build atomic op from req: the request in its slot, where the old
  * values of a fetch go. */
-void ibf_rdm_atomic_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+void ibf_rdm_atomic_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			  const struct ibf_rdm_req *req);
 
 /* An atomic request (b, byte_len bytes) to apply and answer; an answer
  * to one of ours; our request's own completion (err 0 or -FI_E*). */
-void ibf_rdm_on_atomic(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_atomic(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 		       uint32_t byte_len);
-void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_atomic_resp(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			    uint32_t byte_len);
 void ibf_rdm_atomic_sent(struct ibf_rdm_op *op, int err);
 

@@ -32,14 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm_proto.h"
 
 /* ---- initiator ---- */
 
 /* The registered local side of an RMA op that goes through no slot: the
  * caller's desc if its region covers iov[i] with the rights needed, else
  * the registration cache's. */
-static int ibf_rdm_rma_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static int ibf_rdm_rma_lkey(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			    const struct iovec *iov, void **desc, size_t i,
 			    uint32_t *lkey)
 {
@@ -48,7 +48,8 @@ static int ibf_rdm_rma_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 	if (desc && ibf_desc_covers(desc[i], iov[i].iov_base, iov[i].iov_len,
 				    read, lkey))
 		return 0;
-	return ibf_rdm_reg_local(ep, op, iov[i].iov_base, iov[i].iov_len,
+	return ibf_rdm_reg_local(&ep->as_ops, op, iov[i].iov_base,
+				 iov[i].iov_len,
 				 read ? IBV_ACCESS_LOCAL_WRITE : 0, lkey);
 }
 
@@ -56,7 +57,8 @@ static int ibf_rdm_rma_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
  * Prepare the next part of RMA op in parts (ibf_rdm_op.h): at most
  * max_read bytes of its iovs from where the last part stopped.
  */
-static void ibf_rdm_rma_part_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+static void ibf_rdm_rma_part_next(struct ibf_rdm_ep_proto *ep,
+				  struct ibf_rdm_op *op)
 {
 	size_t chunk = IBF_MIN(op->rd_left, (size_t)ep->max_read);
 
@@ -72,7 +74,7 @@ static void ibf_rdm_rma_part_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
  * An RMA above the port's max_msg_sz: its iovs registered, and its first
  * part prepared; ibf_rdm_rma_more posts the rest as parts complete.
  */
-static int ibf_rdm_rma_split(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static int ibf_rdm_rma_split(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			     const struct iovec *iov, void **desc, size_t count,
 			     size_t len)
 {
@@ -101,7 +103,7 @@ static int ibf_rdm_rma_split(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
 }
 
 /* The local side of op: the slot, or the caller's buffers (registered). */
-static int ibf_rdm_rma_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static int ibf_rdm_rma_local(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			     const struct iovec *iov, void **desc, size_t count,
 			     size_t len)
 {
@@ -152,14 +154,15 @@ static int ibf_rdm_rma_local(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
  * target; its length, key and address (the application's) are for its
  * completion and counters only: nothing is accessed by them.
  */
-static void ibf_rdm_rma_notice(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+static void ibf_rdm_rma_notice(struct ibf_rdm_ep_proto *ep,
+			       struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	struct ibf_rdm_rma_note *note = (void *)(op->mem + ep->note_off);
 
 	ibf_rdm_hdr_set(hdr, op->rma_kind == IBF_RDM_WR_READ ? IBF_RDM_RDONE :
 			IBF_RDM_WDATA, op->rma_kind == IBF_RDM_WR_WRITE_DATA ?
-			IBF_RDM_F_DATA : 0, ibf_rdm_key_gen(ep));
+			IBF_RDM_F_DATA : 0, ibf_rdm_key_gen(&ep->as_ops));
 	hdr->tag = (uint32_t)op->rma_app_key;	/* a write's sequence: at post */
 	hdr->data = op->rma_data;
 	note->addr = op->rma_app_addr;
@@ -167,7 +170,8 @@ static void ibf_rdm_rma_notice(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
 }
 
 /* The build of an RMA without requested keys. */
-static int ibf_rdm_rma_build_plain(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+static int ibf_rdm_rma_build_plain(struct ibf_rdm_ep_proto *ep,
+				   struct ibf_rdm_op *op,
 				   const struct ibf_rdm_req *req)
 {
 	op->wr_kind = req->rma.wr_kind;
@@ -281,7 +285,7 @@ static int ibf_rdm_key_apply(struct ibf_rdm_op *op, const struct ibf_rdm_key_map
  * cached.  A cache would go stale, as the messages that would tell it a
  * key moved (their key_gen) arrive at the accepting half.
  */
-static int ibf_rdm_key_own(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+static int ibf_rdm_key_own(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op)
 {
 	struct ibf_mr_key_info ki;
 	struct ibf_rdm_key_map m = { 0 };
@@ -304,18 +308,18 @@ static int ibf_rdm_key_own(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
 /* RMA op names its target by a requested key: posted at once if we know
  * that region, else it first asks the peer (a KEYQ from its own slot,
  * leaving the payload there alone). */
-static int ibf_rdm_rma_keyed(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+static int ibf_rdm_rma_keyed(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_key_map *m;
 	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	struct ibf_rdm_keyq *q = (void *)(op->mem + ep->note_off);
 
-	if (ibf_rdm_conn_to_self(ep, op->conn))
+	if (ibf_rdm_conn_to_self(&ep->as_conns, op->conn))
 		return ibf_rdm_key_own(ep, op);
 	m = ibf_rdm_key_find(op->conn, op->rma_app_key);
 	if (m)
 		return ibf_rdm_key_apply(op, m);
-	ibf_rdm_hdr_set(hdr, IBF_RDM_KEYQ, 0, ibf_rdm_key_gen(ep));
+	ibf_rdm_hdr_set(hdr, IBF_RDM_KEYQ, 0, ibf_rdm_key_gen(&ep->as_ops));
 	hdr->tag = 0;
 	hdr->data = 0;
 	q->key = op->rma_app_key;
@@ -346,7 +350,8 @@ void ibf_rdm_keyq_resume(struct ibf_rdm_op *op)
 }
 
 /* The KEYQ and its answer are both in: the RMA goes, or fails. */
-static void ibf_rdm_keyq_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op)
+static void ibf_rdm_keyq_done(struct ibf_rdm_ep_proto *ep,
+			      struct ibf_rdm_op *op)
 {
 	if (op->read_err) {
 		ibf_rdm_complete(op, op->read_err);
@@ -364,12 +369,12 @@ void ibf_rdm_keyq_sent(struct ibf_rdm_op *op, int err)
 	if (err && !op->read_err)
 		op->read_err = err;
 	if (--op->reads_left == 0)
-		ibf_rdm_keyq_done(op->ep, op);
+		ibf_rdm_keyq_done(ibf_rdm_proto_of_ops(op->ep), op);
 }
 
 /* A peer asks which of our regions has a requested key: told from bounce
  * b, which goes back to the SRQ once the answer is sent. */
-void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_keyq(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 		     uint32_t byte_len)
 {
 	struct ibf_rdm_hdr *hdr = (void *)b->mem;
@@ -378,7 +383,7 @@ void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	struct ibf_mr_key_info ki = { 0 };
 
 	if (byte_len < IBF_RDM_HDR + sizeof(*q)) {
-		ibf_rdm_drop(ep, b, "a key question cut short");
+		ibf_rdm_drop(&ep->as_ops, b, "a key question cut short");
 		return;
 	}
 	r.key = q->key;
@@ -395,20 +400,20 @@ void ibf_rdm_on_keyq(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	r.rkey = ki.rkey;
 	r.access = ki.access;
 	memcpy(b->mem + IBF_RDM_HDR, &r, sizeof(r));
-	ibf_rdm_hdr_set(hdr, IBF_RDM_KEYR, 0, ibf_rdm_key_gen(ep));
+	ibf_rdm_hdr_set(hdr, IBF_RDM_KEYR, 0, ibf_rdm_key_gen(&ep->as_ops));
 	b->wire_len = IBF_RDM_HDR + sizeof(r);
 	ibf_rdm_reply_post(ep, b);
 }
 
 /* An answer in bounce b: for a KEYQ of ours to its sender, once. */
-void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_keyr(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 		     uint32_t byte_len)
 {
 	const struct ibf_rdm_keyr *r = (const void *)(b->mem + IBF_RDM_HDR);
 	struct ibf_rdm_op *op;
 
 	if (ibf_rdm_keyr_check(b->mem, byte_len)) {
-		ibf_rdm_drop(ep, b, "a key answer cut short or out of range");
+		ibf_rdm_drop(&ep->as_ops, b, "a key answer cut short or out of range");
 		return;
 	}
 	op = r->cookie < ep->ntx ? &ep->ops[r->cookie] : NULL;
@@ -416,7 +421,7 @@ void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	    op->key_ready || op->post_conn != b->conn ||
 	    op->post_epoch != __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE) ||
 	    r->key != op->rma_app_key) {
-		ibf_rdm_drop(ep, b, "a key answer for no question of ours to "
+		ibf_rdm_drop(&ep->as_ops, b, "a key answer for no question of ours to "
 			     "its sender");
 		return;
 	}
@@ -433,12 +438,12 @@ void ibf_rdm_on_keyr(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 		if (!op->read_err)
 			op->read_err = ibf_rdm_key_apply(op, m);
 	}
-	ibf_rdm_bounce_release(ep, b);
+	ibf_rdm_bounce_release(&ep->as_ops, b);
 	if (--op->reads_left == 0)
 		ibf_rdm_keyq_done(ep, op);
 }
 
-int ibf_rdm_rma_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
+int ibf_rdm_rma_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 		      const struct ibf_rdm_req *req)
 {
 	int ret = ibf_rdm_rma_build_plain(ep, op, req);
@@ -472,7 +477,7 @@ void ibf_rdm_rma_more(struct ibf_rdm_op *op)
 		if (!op->part_ready) {
 			if (op->part_last)
 				break;		/* all posted */
-			ibf_rdm_rma_part_next(op->ep, op);
+			ibf_rdm_rma_part_next(ibf_rdm_proto_of_ops(op->ep), op);
 		}
 		ret = ibf_rdm_post_rma_next(conn, op);
 		if (ret == -FI_EAGAIN)
@@ -510,7 +515,8 @@ void ibf_rdm_rma_sent(struct ibf_rdm_op *op, const struct ibv_wc *wc)
 
 /* Report the WDATA (with remote CQ data) in bounce b with receive op r,
  * then free b.  b->op.len: the write's length, as the device said. */
-static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+static void ibf_rdm_wdata_report(struct ibf_rdm_ep_proto *ep,
+				 struct ibf_rdm_op *r,
 				 struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
@@ -533,11 +539,11 @@ static void ibf_rdm_wdata_report(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 	r->nmrc = 0;
 	r->multi = 0;
 	ibf_rdm_op_to(r, IBF_RDM_RX_POSTED);
-	ibf_rdm_bounce_release(ep, b);
+	ibf_rdm_bounce_release(&ep->as_ops, b);
 	ibf_rdm_complete(r, 0);
 }
 
-void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_write_imm(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			  const struct ibv_wc *wc)
 {
 	struct ibf_rdm_conn *conn = b->conn;
@@ -546,7 +552,7 @@ void ibf_rdm_on_write_imm(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	conn->wimm_seen.seq = ntohl(wc->imm_data);
 	conn->wimm_seen.len = wc->byte_len;
 	conn->wimm_seen.valid = 1;
-	ibf_rdm_bounce_release(ep, b);
+	ibf_rdm_bounce_release(&ep->as_ops, b);
 }
 
 /*
@@ -590,14 +596,14 @@ static int ibf_rdm_wdata_bound(struct ibf_rdm_op *b, const struct ibv_wc *wc)
  * only; without a free receive op to carry it, it waits, in order, until
  * one is freed (ibf_rdm_wdata_drain).
  */
-void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_wdata(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 		      const struct ibv_wc *wc)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	struct ibf_rdm_op *r;
 
 	if (unlikely(!ibf_rdm_wdata_bound(b, wc))) {
-		ibf_rdm_drop(ep, b, "a write notice that no write came before");
+		ibf_rdm_drop(&ep->as_ops, b, "a write notice that no write came before");
 		return;
 	}
 	if (!(hdr->flags & IBF_RDM_F_DATA)) {
@@ -608,10 +614,10 @@ void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	if (!ep->base.rx_cq) {
 		if (ep->base.cntr[IBF_CNTR_REMOTE_WRITE])
 			ibf_cntr_count(ep->base.cntr[IBF_CNTR_REMOTE_WRITE], 0);
-		ibf_rdm_bounce_release(ep, b);
+		ibf_rdm_bounce_release(&ep->as_ops, b);
 		return;
 	}
-	r = ep->wdata_wait.head ? NULL : ibf_rdm_rx_get(ep);
+	r = ep->wdata_wait.head ? NULL : ibf_rdm_rx_get(&ep->as_ops);
 	if (likely(r)) {
 		ibf_rdm_wdata_report(ep, r, b);
 		return;
@@ -620,7 +626,7 @@ void ibf_rdm_on_wdata(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	ibf_rdm_list_append(&ep->wdata_wait, b);
 }
 
-void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+void ibf_rdm_on_remote_event(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			     int kind)
 {
 	const struct ibf_rdm_hdr *hdr = (void *)b->mem;
@@ -634,14 +640,14 @@ void ibf_rdm_on_remote_event(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	if (ep->rma_event)
 		ibf_mr_remote_event(ep->base.domain, (uint32_t)hdr->tag, note->addr,
 				    read ? note->len : b->op.len, read);
-	ibf_rdm_bounce_release(ep, b);
+	ibf_rdm_bounce_release(&ep->as_ops, b);
 }
 
-void ibf_rdm_wdata_drain(struct ibf_rdm_ep *ep)
+void ibf_rdm_wdata_drain(struct ibf_rdm_ep_proto *ep)
 {
 	struct ibf_rdm_op *b, *r;
 
-	while ((b = ep->wdata_wait.head) && (r = ibf_rdm_rx_get(ep))) {
+	while ((b = ep->wdata_wait.head) && (r = ibf_rdm_rx_get(&ep->as_ops))) {
 		ibf_rdm_list_remove(&ep->wdata_wait, b);
 		ibf_rdm_wdata_report(ep, r, b);
 	}

@@ -54,7 +54,7 @@ ssize_t ibf_rdm_rma(struct ibf_rdm_ep *ep, int kind,
 	req.rma.wr_kind = kind;
 	req.rma.addr = rma->addr;
 	req.rma.key = rma->key;
-	return ibf_rdm_submit(ep, &req);
+	return ibf_rdm_submit(&ep->as_proto, &req);
 }
 
 static ssize_t ibf_rdm_read(struct fid_ep *ep_fid, void *buf, size_t len,

@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ibf_rdm.h"
+#include "ibf_rdm_proto.h"
 
 /* Register the sender's buffers for the peer to read; fill the RTS (the
  * header before it is the caller's). */
-int ibf_rdm_rts_build(struct ibf_rdm_ep *ep, struct ibf_rdm_op *op,
-			     const struct iovec *iov, size_t count, size_t len)
+int ibf_rdm_rts_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
+		      const struct iovec *iov, size_t count, size_t len)
 {
 	struct ibf_rdm_rts *rts = (void *)(op->mem + IBF_RDM_HDR);
 	struct ibv_mr *mr;
@@ -99,7 +99,7 @@ static int ibf_rdm_bounce_stale(const struct ibf_rdm_op *b)
 	return ibf_rdm_epoch_over(b->conn, b->epoch);
 }
 
-void ibf_rdm_reply_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+void ibf_rdm_reply_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b)
 {
 	struct ibf_rdm_conn *conn = b->conn;
 	struct ibv_sge sge = {
@@ -111,7 +111,7 @@ void ibf_rdm_reply_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 
 	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_FIN);
 	if (ibf_rdm_bounce_stale(b)) {
-		ibf_rdm_bounce_release(ep, b);	/* no one to answer any more */
+		ibf_rdm_bounce_release(&ep->as_ops, b);	/* no one to answer any more */
 		return;
 	}
 	ret = ibf_rdm_post_send(conn, b, &sge, 1, sge.length <= ep->max_inline);
@@ -120,12 +120,12 @@ void ibf_rdm_reply_post(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 	} else if (ret) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot answer a "
 			       "peer: %s\n", fi_strerror(-ret));
-		ibf_rdm_bounce_release(ep, b);
+		ibf_rdm_bounce_release(&ep->as_ops, b);
 	}
 }
 
 /* Answer an RTS held in bounce b; b goes back to the SRQ after. */
-static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
+static void ibf_rdm_fin_send(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			     int status)
 {
 	struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_RDM_HDR);
@@ -133,7 +133,7 @@ static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 	struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	uint32_t cookie = rts->cookie;
 
-	ibf_rdm_hdr_set(hdr, IBF_RDM_FIN, 0, ibf_rdm_key_gen(ep));
+	ibf_rdm_hdr_set(hdr, IBF_RDM_FIN, 0, ibf_rdm_key_gen(&ep->as_ops));
 	fin->cookie = cookie;
 	fin->status = status;
 	b->wire_len = IBF_RDM_HDR + sizeof(*fin);
@@ -141,23 +141,24 @@ static void ibf_rdm_fin_send(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b,
 }
 
 /* Drop a held message (FI_DISCARD): an RTS still gets its FIN. */
-void ibf_rdm_discard(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+void ibf_rdm_discard(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b)
 {
 	if (((struct ibf_rdm_hdr *)b->mem)->type == IBF_RDM_RTS)
 		ibf_rdm_fin_send(ep, b, 0);
 	else
-		ibf_rdm_bounce_release(ep, b);
+		ibf_rdm_bounce_release(&ep->as_ops, b);
 }
 
 /* The lkey of a receive buffer: the caller's MR if it fits, else the
  * registration cache's (or one for this receive alone). */
-static int ibf_rdm_rx_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
+static int ibf_rdm_rx_lkey(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 			   size_t i, uint32_t *lkey)
 {
 	if (ibf_desc_covers(r->desc[i], r->iov[i].iov_base, r->iov[i].iov_len,
 			    1, lkey))
 		return 0;	/* a desc is a hint: used where it fits */
-	return ibf_rdm_reg_local(ep, r, r->iov[i].iov_base, r->iov[i].iov_len,
+	return ibf_rdm_reg_local(&ep->as_ops, r, r->iov[i].iov_base,
+				 r->iov[i].iov_len,
 				 IBV_ACCESS_LOCAL_WRITE, lkey);
 }
 
@@ -166,7 +167,7 @@ static int ibf_rdm_rx_lkey(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
  * max_read bytes of one of the sender's segments, scattered over r's iovs
  * from where the last read stopped.  0, or -FI_E* if it cannot be posted.
  */
-static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+static int ibf_rdm_read_next(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
 {
 	const struct ibf_rdm_rts *rts = (void *)(r->bounce->mem + IBF_RDM_HDR);
 	struct ibf_rdm_conn *conn = r->bounce->conn;
@@ -204,7 +205,7 @@ static int ibf_rdm_read_next(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 }
 
 /* The rendezvous into r is over (read, failed or empty): FIN, complete. */
-static void ibf_rdm_read_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+static void ibf_rdm_read_done(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
 {
 	ibf_rdm_fin_send(ep, r->bounce, r->read_err);
 	ibf_rdm_complete(r, r->read_err ? r->read_err :
@@ -216,7 +217,7 @@ static void ibf_rdm_read_done(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
  * park r when its connection's send queue is full (ibf_rdm_unstall goes
  * on); finish once nothing is left in flight.
  */
-static void ibf_rdm_read_more(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
+static void ibf_rdm_read_more(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
 {
 	int ret;
 
@@ -232,8 +233,8 @@ static void ibf_rdm_read_more(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r)
 		ibf_rdm_read_done(ep, r);
 }
 
-void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
-			       struct ibf_rdm_op *b)
+void ibf_rdm_read_start(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
+			struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_rts *rts = (void *)(b->mem + IBF_RDM_HDR);
 	size_t cap = ibf_rdm_iov_len(r->iov, r->count), i;
@@ -260,8 +261,8 @@ void ibf_rdm_read_start(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 }
 
 /* One read into r has completed (or failed): the next, or the end. */
-void ibf_rdm_on_read(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
-			    const struct ibv_wc *wc)
+void ibf_rdm_on_read(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
+		     const struct ibv_wc *wc)
 {
 	r->reads_left--;
 	if (wc->status != IBV_WC_SUCCESS && !r->read_err)
@@ -271,7 +272,7 @@ void ibf_rdm_on_read(struct ibf_rdm_ep *ep, struct ibf_rdm_op *r,
 
 void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
 {
-	struct ibf_rdm_ep *ep = conn->ep;
+	struct ibf_rdm_ep_proto *ep = ibf_rdm_proto_of(conn->ep);
 	struct ibf_rdm_op *op;
 
 	while ((op = ibf_rdm_unstall_next(conn))) {
@@ -293,7 +294,7 @@ void ibf_rdm_unstall(struct ibf_rdm_conn *conn)
  * never come: their connection died (its epoch moved on).  Each completes, in error, once its own work request
  * has too (the device flushes it if it has not).
  */
-void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep)
+void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep_proto *ep)
 {
 	struct ibf_rdm_op *op;
 	uint32_t i;
@@ -312,7 +313,7 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep *ep)
 }
 
 /* A FIN: the peer has read our rendezvous send. */
-void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
+void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_RDM_HDR);
 	struct ibf_rdm_op *op = fin->cookie < ep->ntx ? &ep->ops[fin->cookie] : NULL;
@@ -331,8 +332,8 @@ void ibf_rdm_on_fin(struct ibf_rdm_ep *ep, struct ibf_rdm_op *b)
 			op->read_err = fin->status;
 		if (--op->reads_left == 0)
 			ibf_rdm_complete(op, op->read_err);
-		ibf_rdm_bounce_release(ep, b);
+		ibf_rdm_bounce_release(&ep->as_ops, b);
 	} else {
-		ibf_rdm_drop(ep, b, "a FIN for no rendezvous send of its sender's");
+		ibf_rdm_drop(&ep->as_ops, b, "a FIN for no rendezvous send of its sender's");
 	}
 }

@@ -42,7 +42,7 @@ static ssize_t ibf_rdm_send(struct ibf_rdm_ep *ep, const struct iovec *iov,
 	req.data = data;
 	req.send.tag = tag;
 	req.send.tagged = tagged;
-	return ibf_rdm_submit(ep, &req);
+	return ibf_rdm_submit(&ep->as_proto, &req);
 }
 
 /*
@@ -63,7 +63,8 @@ static int ibf_rdm_want(struct ibf_rdm_ep *ep, fi_addr_t src, uint64_t *want)
 	    src == FI_ADDR_NOTAVAIL)
 		return 0;
 	conn = likely(src < ep->npeers) ? ep->peers[src] : NULL;
-	if (unlikely(!conn) && (ret = ibf_rdm_conn_get(ep, src, &conn)))
+	if (unlikely(!conn) && (ret = ibf_rdm_conn_get(&ep->as_conns, src,
+						       &conn)))
 		return ret;
 	*want = conn->peer_key;
 	return 0;
@@ -93,10 +94,10 @@ static ssize_t ibf_rdm_recv(struct ibf_rdm_ep *ep, const struct iovec *iov,
 		return -FI_EOPBADSTATE;
 	ibf_lock_acquire(&ep->lock);
 	ret = ibf_rdm_want(ep, src, &want);
-	r = likely(!ret) ? ibf_rdm_rx_take(ep, iov, desc, count, want, tag,
+	r = likely(!ret) ? ibf_rdm_rx_take(&ep->as_proto, iov, desc, count, want, tag,
 					   ignore, flags, context, tagged) : NULL;
 	if (likely(r))
-		ibf_rdm_recv_post(ep, r);
+		ibf_rdm_recv_post(&ep->as_proto, r);
 	ibf_lock_release(&ep->lock);
 	return r ? 0 : ret ? ret : -FI_EAGAIN;
 }
@@ -116,7 +117,7 @@ static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *m
 	}
 	ibf_lock_acquire(&ep->lock);
 	ret = ibf_rdm_want(ep, msg->addr, &want);
-	r = !ret ? ibf_rdm_rx_take(ep, NULL, NULL, 0, want, msg->tag,
+	r = !ret ? ibf_rdm_rx_take(&ep->as_proto, NULL, NULL, 0, want, msg->tag,
 				   msg->ignore, FI_COMPLETION, msg->context, 1) :
 		   NULL;
 	if (!r) {
@@ -125,7 +126,7 @@ static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *m
 	}
 	r->op.user_comp = 1;
 	r->uncounted = 1;	/* a peek moves no data */
-	b = ibf_rdm_unexp_find(ep, r);
+	b = ibf_rdm_unexp_find(&ep->as_proto, r);
 	if (!b) {
 		ibf_rdm_complete(r, -FI_ENOMSG);
 		ibf_lock_release(&ep->lock);
@@ -139,9 +140,9 @@ static ssize_t ibf_rdm_peek(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *m
 	if (((struct ibf_rdm_hdr *)b->mem)->flags & IBF_RDM_F_DATA)
 		r->op.flags |= FI_REMOTE_CQ_DATA;
 	if (flags & (FI_CLAIM | FI_DISCARD))
-		ibf_rdm_unexp_take(ep, b);
+		ibf_rdm_unexp_take(&ep->as_proto, b);
 	if (flags & FI_DISCARD) {
-		ibf_rdm_discard(ep, b);
+		ibf_rdm_discard(&ep->as_proto, b);
 	} else if (flags & FI_CLAIM) {
 		ibf_rdm_op_to(b, IBF_RDM_BOUNCE_CLAIMED);
 		((struct fi_context *)msg->context)->internal[0] = b;
@@ -168,14 +169,16 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 	ibf_lock_acquire(&ep->lock);
 	/* Only a message a peek claimed, once: not one still unexpected,
 	 * being read, or claimed and taken already (a stale context). */
-	if (!b || !ibf_rdm_bounce_owned(ep, b) || b->state != IBF_RDM_BOUNCE_CLAIMED) {
+	if (!b || !ibf_rdm_bounce_owned(&ep->as_ops,
+					b) || b->state != IBF_RDM_BOUNCE_CLAIMED) {
 		ibf_lock_release(&ep->lock);
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "FI_CLAIM with a "
 			       "context no FI_PEEK | FI_CLAIM filled (or one "
 			       "whose message was claimed already)\n");
 		return -FI_EINVAL;
 	}
-	r = ibf_rdm_rx_take(ep, msg->msg_iov, msg->desc, msg->iov_count,
+	r = ibf_rdm_rx_take(&ep->as_proto, msg->msg_iov, msg->desc,
+			    msg->iov_count,
 			    0, msg->tag, msg->ignore, flags,
 			    msg->context, 1);
 	if (!r) {
@@ -188,10 +191,10 @@ static ssize_t ibf_rdm_claim(struct ibf_rdm_ep *ep, const struct fi_msg_tagged *
 		r->op.len = 0;
 		r->op.tag = b->op.tag;
 		r->op.src = b->op.src;
-		ibf_rdm_discard(ep, b);
+		ibf_rdm_discard(&ep->as_proto, b);
 		ibf_rdm_complete(r, 0);
 	} else {
-		ibf_rdm_deliver(ep, r, b);
+		ibf_rdm_deliver(&ep->as_proto, r, b);
 	}
 	ibf_lock_release(&ep->lock);
 	return 0;
