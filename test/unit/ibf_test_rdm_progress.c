@@ -168,6 +168,7 @@ static void setup(void)
 	rx = &ep->ops[1];
 	bounce = &ep->ops[2];
 	tx->op.kind = rx->op.kind = bounce->op.kind = IBF_OP_RDM;
+	tx->op.release = rx->op.release = bounce->op.release = ibf_rdm_release;
 	tx->ep = rx->ep = bounce->ep = &ep->as_ops;
 	tx->mem = mem[0];
 	bounce->mem = mem[1];
@@ -659,4 +660,69 @@ Test(rdm_progress, a_fin_the_queue_refuses_goes_with_the_next_slot)
 	cr_assert_eq(dev.send_wr_id, (uintptr_t)&bounce->op);
 	cr_assert(!bounce->stalled);
 	cr_assert_eq(((struct ibf_rdm_hdr *)dev.sent)->type, IBF_RDM_FIN);
+}
+
+/*
+ * Reading a completion from the CQ gives its op back without the
+ * endpoint's lock (issue 19: one ep->lock per completion, taken by the
+ * progress that made it): here the test holds that lock while it reads,
+ * as another thread posting on the endpoint could.  Taking it again
+ * would never return (the timeout fails the test).  The op waits on the
+ * endpoint's back stack, still DONE, until the data path takes it.
+ */
+Test(rdm_progress, a_read_completion_gives_its_op_back_without_the_lock,
+     .timeout = 10)
+{
+	reading();
+	complete_next(&rx->op, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, QP_NOW);
+	progress();
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(rx->state, IBF_RDM_DONE);
+
+	ibf_lock_init(&ep->lock, 1);
+	ibf_lock_acquire(&ep->lock);
+	ibf_op_release(cq_first());	/* the CQ reader's step */
+	cq->soft_head++;
+	ibf_lock_release(&ep->lock);
+	cr_assert_eq(rx->state, IBF_RDM_DONE, "given back, not yet taken");
+	cr_assert_null(ep->rx_free);
+	cr_assert_eq(ibf_rdm_rx_get(&ep->as_ops), rx, "the data path takes it");
+	cr_assert_eq(rx->state, IBF_RDM_NEW);
+	ibf_lock_fini(&ep->lock);
+}
+
+/*
+ * Remote CQ data that came when no receive op was free waits; once the
+ * application reads the completion holding the one op, the next
+ * progress (the next read) reports the data with it.
+ */
+Test(rdm_progress, remote_cq_data_waiting_for_an_op_goes_once_one_is_read)
+{
+	struct ibf_rdm_hdr *hdr = (void *)bounce->mem;
+
+	rx->op.context = &ctx_app;
+	rx->op.user_comp = 1;
+	rx->state = IBF_RDM_DONE;
+	ibf_cq_soft_push(cq, &rx->op);
+	hdr->type = IBF_RDM_WDATA;
+	hdr->data = 0x5eed;
+	bounce->state = IBF_RDM_BOUNCE_HELD;
+	bounce->conn = conn;
+	bounce->op.len = 8;
+	ep->srq_posted = 0;	/* it holds a message: out of the SRQ */
+	ep->nbounce = 0;	/* and no refill is due */
+	ibf_rdm_list_append(&ep->wdata_wait, bounce);
+
+	progress();
+	cr_assert_eq(ep->wdata_wait.head, bounce, "no op yet: it waits");
+	ibf_op_release(cq_first());
+	cq->soft_head++;
+	progress();
+	cr_assert_null(ep->wdata_wait.head, "the data was reported");
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(cq_first(), &rx->op);
+	cr_assert_eq(rx->op.data, 0x5eed);
+	cr_assert_eq(rx->op.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+	cr_assert(bounce->state == IBF_RDM_BOUNCE_POSTED ||
+		  bounce->state == IBF_RDM_BOUNCE_SPARE, "its bounce is free");
 }

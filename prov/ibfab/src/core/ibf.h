@@ -629,7 +629,7 @@ void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *p, int fd);
  * A read of the CQ in progress: fi_cq_read's own buffer, which the
  * progress it runs may write completions of that CQ into directly,
  * instead of queueing them in the soft ring to be copied out and released
- * after (two passes and a second take of the endpoint's lock).
+ * after (two passes over the completion).
  */
 struct ibf_cq_sink {
 	struct ibf_cq *cq;

@@ -250,26 +250,52 @@ int ibf_rdm_op_move_ok(enum ibf_rdm_op_state from, enum ibf_rdm_op_state to)
 				 IBF_RDM_OP_STATES, (int)from, (int)to, "an op");
 }
 
+/*
+ * Every op readers gave back since the last call, onto the free list
+ * (ep->lock held): the list's first op, or NULL.  The exchange takes the
+ * whole stack, so pushes racing with it never meet a reused op (no ABA).
+ */
+static struct ibf_rdm_op *ibf_rdm_take_back(struct ibf_rdm_op **back,
+					    struct ibf_rdm_op **free_list)
+{
+	struct ibf_rdm_op *op = __atomic_exchange_n(back, NULL, __ATOMIC_ACQUIRE);
+	struct ibf_rdm_op *next;
+
+	for (; op; op = next) {
+		next = op->next;
+		ibf_rdm_op_to(op, IBF_RDM_FREE);
+		op->next = *free_list;
+		*free_list = op;
+	}
+	return *free_list;
+}
+
+struct ibf_rdm_op *ibf_rdm_rx_reclaim(struct ibf_rdm_ep_ops *ep)
+{
+	return ibf_rdm_take_back(&ep->rx_back, &ep->rx_free);
+}
+
+/* The first op of a free list (refilled from back if it is empty). */
+static inline struct ibf_rdm_op *ibf_rdm_get(struct ibf_rdm_op **free_list,
+					     struct ibf_rdm_op **back)
+{
+	struct ibf_rdm_op *op = *free_list;
+
+	if (unlikely(!op) && !(op = ibf_rdm_take_back(back, free_list)))
+		return NULL;
+	*free_list = op->next;
+	ibf_rdm_op_to(op, IBF_RDM_NEW);
+	return op;
+}
+
 struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep_ops *ep)
 {
-	struct ibf_rdm_op *op = ep->tx_free;
-
-	if (likely(op)) {
-		ep->tx_free = op->next;
-		ibf_rdm_op_to(op, IBF_RDM_NEW);
-	}
-	return op;
+	return ibf_rdm_get(&ep->tx_free, &ep->tx_back);
 }
 
 struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep_ops *ep)
 {
-	struct ibf_rdm_op *op = ep->rx_free;
-
-	if (likely(op)) {
-		ep->rx_free = op->next;
-		ibf_rdm_op_to(op, IBF_RDM_NEW);
-	}
-	return op;
+	return ibf_rdm_get(&ep->rx_free, &ep->rx_back);
 }
 
 void ibf_rdm_op_free(struct ibf_rdm_op *op)
@@ -520,12 +546,16 @@ void ibf_rdm_release(struct ibf_op *o)
 {
 	struct ibf_rdm_op *op = container_of(o, struct ibf_rdm_op, op);
 	struct ibf_rdm_ep_ops *ep = op->ep;
+	struct ibf_rdm_op **back = ibf_rdm_is_tx(op) ? &ep->tx_back : &ep->rx_back;
+	struct ibf_rdm_op *head = __atomic_load_n(back, __ATOMIC_RELAXED);
 
-	ibf_lock_acquire(&ep->lock);
+	/* Its state stays DONE until the data path takes it back: only the
+	 * holder of ep->lock writes an op's state. */
 	assert(o->kind == IBF_OP_RDM && op->state == IBF_RDM_DONE);
-	ibf_rdm_op_free(op);
-	ep->up->op_freed(ep);
-	ibf_lock_release(&ep->lock);
+	do
+		op->next = head;
+	while (!__atomic_compare_exchange_n(back, &head, op, 1, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
 }
 
 /* ---- buffers ---- */

@@ -11,9 +11,10 @@
  *
  * Ownership: an op belongs to exactly one place at a time, said by its
  * state: the free lists, a connection's queue or stalled list, the matcher,
- * the device (posted work requests), or a CQ (DONE).  Every op completes
- * exactly once, after the last work request that names it has completed,
- * so its slot is never reused under the device.
+ * the device (posted work requests), or a CQ and then the back stack a
+ * CQ reader returns it on (DONE).  Every op completes exactly once, after
+ * the last work request that names it has completed, so its slot is never
+ * reused under the device.
  * Locking: ep->lock held for all of it, except where said.
  */
 #ifndef IBF_RDM_OP_H
@@ -92,6 +93,10 @@ struct ibf_rdm_upcalls {
 	size_t slot;		/* header + eager payload + note */ \
 	size_t note_off;	/* where an RMA notice's note sits in a slot */ \
 	struct ibf_rdm_op *tx_free, *rx_free; \
+	/* Ops a CQ reader gave back once it had handed their completions \
+	 * out (atomic stacks, pushed without ep->lock): the free lists \
+	 * take them whole when they run dry (ibf_rdm_release). */ \
+	struct ibf_rdm_op *tx_back, *rx_back; \
 	uint64_t dropped;	/* arrivals that did not fit: never acted on */ \
 	/* Bounces: nbounce in the SRQ; spares replace those holding \
 	 * messages. */ \
@@ -133,7 +138,8 @@ enum ibf_rdm_op_state {
 	IBF_RDM_BOUNCE_POSTED,	/* an eager buffer in the SRQ */
 	IBF_RDM_BOUNCE_HELD,	/* holds an unexpected or claimed message */
 	IBF_RDM_BOUNCE_FIN,	/* sending a FIN from its buffer */
-	IBF_RDM_DONE,		/* its completion waits in a CQ */
+	IBF_RDM_DONE,		/* its completion waits in a CQ, or was read
+				 * and the op waits on a back stack */
 	IBF_RDM_PROBE,		/* a connection's PING, in flight */
 	IBF_RDM_DRAIN,		/* the last work request of a dead QP */
 	IBF_RDM_BOUNCE_SPARE,	/* an eager buffer out of the SRQ, unused */
@@ -285,6 +291,14 @@ void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep);
 /* A free send op, or NULL; a free receive op, or NULL. */
 struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep_ops *ep);
 struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep_ops *ep);
+/* The receive ops CQ readers gave back, onto the free list: the first
+ * free one, or NULL if none is free. */
+struct ibf_rdm_op *ibf_rdm_rx_reclaim(struct ibf_rdm_ep_ops *ep);
+/* Whether a receive op is free (taking back the ones given back). */
+static inline int ibf_rdm_rx_any(struct ibf_rdm_ep_ops *ep)
+{
+	return ep->rx_free || ibf_rdm_rx_reclaim(ep);
+}
 /* Back to its free list, unreported (a post that failed, a spent op). */
 void ibf_rdm_op_free(struct ibf_rdm_op *op);
 
@@ -310,7 +324,12 @@ void ibf_rdm_drop(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b,
 /* op is finished: report it to its CQ (err 0 or -FI_E*), or free it if
  * it is silent (selective completion, inject). */
 void ibf_rdm_complete(struct ibf_rdm_op *op, int err);
-/* The CQ has handed op's completion out (CQ lock held, not ep->lock). */
+/*
+ * The CQ has handed op's completion out (CQ lock held, not ep->lock):
+ * op goes onto its endpoint's back stack, without ep->lock, so a
+ * completion costs the endpoint's lock once, in the progress that made
+ * it, whichever CQ and thread read it (issue 19).
+ */
 void ibf_rdm_release(struct ibf_op *op);
 /* Drop the registrations op made or holds. */
 void ibf_rdm_unregister_any(struct ibf_rdm_op *op);

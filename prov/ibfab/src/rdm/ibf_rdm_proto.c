@@ -266,7 +266,8 @@ static void ibf_rdm_multi_drain(struct ibf_rdm_ep_proto *ep)
 	if (ep->multi_draining)
 		return;
 	ep->multi_draining = 1;
-	for (e = ibf_mq_first(&ep->unexp_msg); e && ep->rx_free; e = next) {
+	for (e = ibf_mq_first(&ep->unexp_msg);
+	     e && ibf_rdm_rx_any(&ep->as_ops); e = next) {
 		next = ibf_mq_next(e);
 		b = ibf_rdm_op_of(e);
 		r = ibf_rdm_op_of(ibf_mq_posted_match(&ep->recv_msg, e->tag, e->src));
@@ -286,12 +287,13 @@ void ibf_rdm_recv_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
 	if (unlikely(r->multi)) {
 		/* Take what waits, while the buffer has room and ops are free. */
 		ibf_mq_post(&ep->recv_msg, &r->me);
-		while (r->state == IBF_RDM_RX_POSTED && ep->rx_free &&
+		while (r->state == IBF_RDM_RX_POSTED &&
+		       ibf_rdm_rx_any(&ep->as_ops) &&
 		       (b = ibf_rdm_unexp_find(ep, r))) {
 			ibf_rdm_unexp_take(ep, b);
 			ibf_rdm_deliver_multi(ep, r, b);
 		}
-		if (!ep->rx_free && r->state == IBF_RDM_RX_POSTED)
+		if (!ibf_rdm_rx_any(&ep->as_ops) && r->state == IBF_RDM_RX_POSTED)
 			ep->multi_waiting = 1;	/* the rest as ops free */
 		return;
 	}
@@ -352,7 +354,7 @@ static void ibf_rdm_on_message(struct ibf_rdm_ep_proto *ep,
 		ibf_rdm_deliver(ep, r, b);
 		return;
 	}
-	if (r && ep->rx_free && likely(!ep->multi_waiting)) {
+	if (r && ibf_rdm_rx_any(&ep->as_ops) && likely(!ep->multi_waiting)) {
 		ibf_rdm_deliver_multi(ep, r, b);
 		return;
 	}
@@ -601,6 +603,8 @@ static void ibf_rdm_on_wc(struct ibf_rdm_ep_proto *ep, const struct ibv_wc *wc)
 
 /* ---- progress ---- */
 
+static void ibf_rdm_op_freed(struct ibf_rdm_ep_ops *ops);
+
 /*
  * From a read of either CQ: what the connection thread left, then what
  * the device has completed.  No system call unless the thread left
@@ -625,6 +629,13 @@ void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
 			ibf_rdm_on_wc(ep, &wc[i]);
 		ep->sink = NULL;
 	} while (n == IBF_CQ_BATCH);
+	/* Receive ops a CQ reader gave back since (ibf_rdm_release): what
+	 * waited for one (a multi-receive's messages, remote CQ data) goes
+	 * on.  One load when there are none. */
+	if (unlikely(__atomic_load_n(&ep->rx_back, __ATOMIC_RELAXED) != NULL)) {
+		ibf_rdm_rx_reclaim(&ep->as_ops);
+		ibf_rdm_op_freed(&ep->as_ops);
+	}
 	/* Bounces kept by messages no receive has taken yet: replaced. */
 	if (unlikely(ep->srq_posted < ep->nbounce))
 		ibf_rdm_bounce_refill(&ep->as_ops);
