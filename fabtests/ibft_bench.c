@@ -9,7 +9,8 @@
  *   -t bw_send    a window of sends into pre-posted receives; MB/s
  * -m SIZE bytes, -n iterations.  Busy-polls.  Prints
  *   RESULT test size min_usec median_usec       (latency)
- *   RESULT test size MiB/s                       (bandwidth, as perftest)
+ *   RESULT test size MiB/s                       (bandwidth, as perftest;
+ *                                                4 significant digits)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -175,7 +176,7 @@ static void bw(struct ibft_conn *c, struct ibft_buf *b, struct ibft_buf *ctl,
 	}
 	ibft_ctl_recv(c, ctl, msg, 5);
 	t = ibft_now_us() - t;
-	printf("RESULT %s %zu %.1f\n", send ? "bw_send" : "bw_write", size,
+	printf("RESULT %s %zu %.4g\n", send ? "bw_send" : "bw_write", size,
 	       (double)size * n / t * 1e6 / (1 << 20));
 }
 

@@ -105,7 +105,7 @@ static int bw_side(struct node *nd, fi_addr_t peer, int initiator)
 		}
 	}
 	if (initiator)
-		printf("RESULT rdm_bw %zu %.1f\n", size, (double)rounds * WINDOW *
+		printf("RESULT rdm_bw %zu %.4g\n", size, (double)rounds * WINDOW *
 		       size / ((ibft_now_us() - t0) / 1e6) / (1 << 20));
 	free(buf);
 	return 0;
