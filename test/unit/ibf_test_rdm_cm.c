@@ -506,3 +506,37 @@ Test(rdm_cm, a_peer_that_vanishes_ends_the_connection_in_each_state)
 		vanish(&cases[i]);
 	}
 }
+
+/*
+ * A QP map that fills with tombstones is replaced by the connection
+ * thread, which cannot know whether progress is looking something up in
+ * the old one: it keeps it as retired and tells progress (cm_pending),
+ * whose next call frees it (ibf_rdm_cm_deliver).  Nothing is freed
+ * before, and the new map still finds the live QP.
+ */
+Test(rdm_cm, a_replaced_qp_map_is_freed_by_the_next_progress)
+{
+	struct ibf_rdm_conn *conn = ibf_rdm_conn_new(&ep->as_conns, &peer, 0);
+	struct ibf_qp_map *first;
+	int i;
+
+	cr_assert_not_null(conn);
+	cr_assert_eq(ibf_rdm_qp_create(conn, &ids[0]), 0);
+	first = ep->qp_map;
+	cr_assert_eq(ep->cm_pending, 0, "a first map replaces nothing");
+	/* QPs made and destroyed, each with a number of its own, until
+	 * their tombstones fill the first map. */
+	for (i = 1; ep->qp_map == first; i++) {
+		cr_assert_lt(i, 64, "the map was never replaced");
+		ibf_rdm_qp_map_del(&ep->as_conns, qps[(i - 1) % 2].qp_num);
+		qps[i % 2].qp_num = 0x1000u + (uint32_t)i;
+		cr_assert_eq(ibf_rdm_qp_create(conn, &ids[i % 2]), 0);
+	}
+	cr_assert_eq(ep->qp_map->retired, first, "kept until progress");
+	cr_assert_eq(ep->cm_pending, 1, "progress is told");
+	cr_assert_eq(ibf_rdm_qp_conn(&ep->as_conns, conn->qp_num), conn);
+	ibf_rdm_cm_deliver(&ep->as_conns);
+	cr_assert_null(ep->qp_map->retired, "freed (ASan would see it twice)");
+	cr_assert_eq(ep->cm_pending, 0);
+	cr_assert_eq(ibf_rdm_qp_conn(&ep->as_conns, conn->qp_num), conn);
+}

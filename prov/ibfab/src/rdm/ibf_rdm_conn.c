@@ -126,6 +126,10 @@ static int ibf_rdm_qp_map_set(struct ibf_rdm_ep_conns *ep, uint32_t qp_num,
 				ibf_qp_map_put(n, m->slot[i]);
 		n->retired = m;
 		__atomic_store_n(&ep->qp_map, n, __ATOMIC_RELEASE);
+		/* The next progress frees the old one (ibf_rdm_cm_deliver),
+		 * when no lookup can still be in it. */
+		if (m)
+			__atomic_store_n(&ep->cm_pending, 1, __ATOMIC_SEQ_CST);
 		m = n;
 	}
 	ibf_qp_map_put(m, (uint64_t)qp_num << 32 | (conn->index + 1));
@@ -163,19 +167,19 @@ static void ibf_qp_maps_free(struct ibf_qp_map *m)
 }
 
 /*
- * Progress, before it looks anything up: the tables replaced before this
- * call began are no one's any more (progress calls never overlap).
+ * cm_lock held, by progress before it looks anything up: the tables
+ * replaced before this call began are no one's any more (progress calls
+ * never overlap); they are taken off, for the caller to free.
  */
-void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep_conns *ep)
+static struct ibf_qp_map *ibf_rdm_qp_maps_retired(struct ibf_rdm_ep_conns *ep)
 {
-	struct ibf_qp_map *m, *old;
+	struct ibf_qp_map *m = ep->qp_map, *old;
 
-	pthread_mutex_lock(&ep->cm_lock);
-	m = ep->qp_map;
+	if (!m)
+		return NULL;
 	old = m->retired;
 	m->retired = NULL;
-	pthread_mutex_unlock(&ep->cm_lock);
-	ibf_qp_maps_free(old);
+	return old;
 }
 
 void ibf_rdm_qp_map_free(struct ibf_rdm_ep_conns *ep)
@@ -941,6 +945,7 @@ ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 void ibf_rdm_cm_deliver(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_list failed;
+	struct ibf_qp_map *retired;
 	struct ibf_rdm_op *op;
 	uint32_t i;
 	int dead;
@@ -948,6 +953,7 @@ void ibf_rdm_cm_deliver(struct ibf_rdm_ep_conns *ep)
 	ibf_lock_acquire(&ep->lock);
 	pthread_mutex_lock(&ep->cm_lock);
 	__atomic_store_n(&ep->cm_pending, 0, __ATOMIC_SEQ_CST);
+	retired = ibf_rdm_qp_maps_retired(ep);
 	failed = ep->failed;
 	ep->failed.head = ep->failed.tail = NULL;
 	dead = ep->dead_seen;
@@ -961,6 +967,7 @@ void ibf_rdm_cm_deliver(struct ibf_rdm_ep_conns *ep)
 		ibf_rdm_conns_cap(ep);
 	}
 	pthread_mutex_unlock(&ep->cm_lock);
+	ibf_qp_maps_free(retired);
 
 	while ((op = failed.head)) {
 		ibf_rdm_list_remove(&failed, op);

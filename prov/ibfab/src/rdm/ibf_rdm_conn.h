@@ -421,7 +421,8 @@ struct ibf_rdm_conn *ibf_rdm_conn_at(struct ibf_rdm_ep_conns *ep,
 				     uint32_t index);
 
 /* Progress: complete what the thread left (ops of failed connections),
- * tell the layer above of ended connections (CQ lock, not ep->lock). */
+ * free the QP maps it replaced, tell the layer above of ended connections
+ * (CQ lock, not ep->lock).  The thread sets ep->cm_pending for each. */
 void ibf_rdm_cm_deliver(struct ibf_rdm_ep_conns *ep);
 
 /* ---- between ibf_rdm_conn.c and ibf_rdm_cm.c (cm_lock held) ---- */
@@ -453,9 +454,6 @@ int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id);
 void ibf_rdm_qp_map_free(struct ibf_rdm_ep_conns *ep);
 /* qp_num's QP is destroyed: arrivals can no longer name it. */
 void ibf_rdm_qp_map_del(struct ibf_rdm_ep_conns *ep, uint32_t qp_num);
-/* Progress found maps replaced since its last call: free them
- * (ibf_rdm_qp_map_retire, below, checks first). */
-void ibf_rdm_qp_map_free_retired(struct ibf_rdm_ep_conns *ep);
 
 /* ibf_rdm_grave.c.  Done with id (of conn, or NULL): its QP to the error
  * state and drained, then id and QP destroyed by the thread. */
@@ -495,16 +493,6 @@ int ibf_rdm_conn_start(struct ibf_rdm_conn *conn);
 void ibf_rdm_probe(struct ibf_rdm_conn *conn);
 
 /* ---- inline, for every layer ---- */
-
-/* Progress: free the QP maps replaced since the last call.  One atomic
- * load when there are none (the common case, inline on every poll). */
-static inline void ibf_rdm_qp_map_retire(struct ibf_rdm_ep_conns *ep)
-{
-	struct ibf_qp_map *m = __atomic_load_n(&ep->qp_map, __ATOMIC_ACQUIRE);
-
-	if (unlikely(m && __atomic_load_n(&m->retired, __ATOMIC_RELAXED)))
-		ibf_rdm_qp_map_free_retired(ep);
-}
 
 /* Whether conn is either half of a connection to ep itself. */
 static inline int ibf_rdm_conn_to_self(const struct ibf_rdm_ep_conns *ep,

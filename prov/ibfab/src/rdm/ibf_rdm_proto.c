@@ -619,7 +619,6 @@ void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
 	if (unlikely(__atomic_load_n(&ep->cm_pending, __ATOMIC_ACQUIRE)))
 		ibf_rdm_cm_deliver(&ep->as_conns);
 	ibf_lock_acquire(&ep->lock);
-	ibf_rdm_qp_map_retire(&ep->as_conns);
 	do {
 		n = ibv_poll_cq(ep->hcq, IBF_CQ_BATCH, wc);
 		if (n <= 0)
