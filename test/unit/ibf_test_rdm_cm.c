@@ -436,8 +436,132 @@ Test(rdm_cm, a_request_claiming_another_hosts_name_is_refused)
 	memcpy(&id->route.addr.dst_storage, &ss, sizeof(ss));
 	event(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, &d, sizeof(d));
 	cr_assert_eq(cm.rejects, 1);
+	cr_assert_eq(cm.reject_magic, IBF_RDM_CM_REFUSED, "final: no retry");
 	cr_assert_eq(cm.accepts, 0);
 	cr_assert_eq(ep->nconns, 0, "no record for it");
+}
+
+/*
+ * A refusal that is not an ibfab peer's final one (the CM's own, from a
+ * peer whose id went away or whose CM gave up on our answer) is tried
+ * again; IBF_RDM_CM_REFUSED fails what waits.
+ */
+Test(rdm_cm, only_a_refusal_marked_final_fails_the_queue)
+{
+	uint32_t refused = IBF_RDM_CM_REFUSED;
+	struct ibf_rdm_op op = { .op.kind = IBF_OP_RDM, .state = IBF_RDM_QUEUED,
+				 .ep = &ep->as_ops };
+	struct ibf_rdm_conn *conn;
+
+	names(1);
+	conn = connecting();
+	conn->queue_head = conn->queue_tail = &op;
+	event(&ids[0], RDMA_CM_EVENT_REJECTED, 28 /* consumer */, NULL, 0);
+	cr_assert_eq(conn->state, IBF_CONN_RETRY);
+	cr_assert_eq(conn->queue_head, &op, "kept for the retry");
+	conn->retry_at_ns = 0;
+	timers();
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTING);
+	event(&ids[1], RDMA_CM_EVENT_REJECTED, 28, &refused, sizeof(refused));
+	cr_assert_eq(conn->state, IBF_CONN_IDLE);
+	cr_assert_eq(ep->failed.head, &op);
+	cr_assert_eq(op.op.err, -FI_ECONNREFUSED);
+	ep->failed.head = ep->failed.tail = NULL;
+}
+
+/*
+ * We accepted the peer's request but it never completed (its CM gave up
+ * waiting for our answer): no connection came of it, so what is queued
+ * for the peer is kept and we connect ourselves.  With nothing queued
+ * the record just ends.
+ */
+Test(rdm_cm, an_accepted_request_that_never_completes_connects_anew)
+{
+	static const enum rdma_cm_event_type evs[] = {
+		RDMA_CM_EVENT_CONNECT_ERROR, RDMA_CM_EVENT_UNREACHABLE,
+		RDMA_CM_EVENT_REJECTED,
+	};
+	struct ibf_rdm_conn *conn;
+	struct rdma_cm_id *theirs;
+	size_t i;
+
+	for (i = 0; i < sizeof(evs) / sizeof(evs[0]); i++) {
+		struct ibf_rdm_op op = { .op.kind = IBF_OP_RDM,
+					 .state = IBF_RDM_QUEUED, .ep = &ep->as_ops };
+
+		teardown();
+		setup();
+		names(0);
+		conn = connecting();
+		theirs = request_from_peer();
+		cr_assert_eq(conn->state, IBF_CONN_ACCEPTING);
+		conn->queue_head = conn->queue_tail = &op;
+		event(theirs, evs[i], 4, NULL, 0);
+		cr_assert_eq(conn->state, IBF_CONN_CONNECTING, "%s: %s",
+			     rdma_event_str(evs[i]), ibf_conn_state_name(conn->state));
+		cr_assert_eq(conn->queue_head, &op, "kept for our own connect");
+		cr_assert_null(ep->failed.head);
+		cr_assert(grave_of(theirs));
+		cr_assert_eq(conn->id, &ids[nids - 1], "a new attempt");
+		cr_assert(conn->retry_until_ns > ibf_now_ns());
+		conn->queue_head = conn->queue_tail = NULL;
+	}
+
+	/* Nothing queued: the record ends, and no attempt is made. */
+	teardown();
+	setup();
+	names(0);
+	conn = connecting();
+	theirs = request_from_peer();
+	event(theirs, RDMA_CM_EVENT_CONNECT_ERROR, 0, NULL, 0);
+	cr_assert_eq(conn->state, IBF_CONN_IDLE);
+	cr_assert_null(conn->id);
+	cr_assert_eq(cm.resolves, 1);
+}
+
+/*
+ * A peer that shows it is there and busy with us restarts the connect
+ * time limit, for the attempt under way too: in a storm of first sends a
+ * live peer may take longer than the limit to get to our request.  Signs
+ * of life: its request crossing ours (refused by the tie-break), its
+ * tie-break refusal of ours, its CM giving up on our answer (reject
+ * reason 4).  Nothing listening there (reason 8) is no such sign.
+ */
+Test(rdm_cm, a_peer_that_shows_it_is_there_restarts_the_time_limit)
+{
+	uint32_t tiebreak = IBF_RDM_CM_TIEBREAK;
+	struct ibf_rdm_conn *conn;
+	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u, until;
+
+	names(1);
+	conn = connecting();
+	conn->retry_until_ns = conn->retry_at_ns = ibf_now_ns() + 1000;
+	request_from_peer();
+	cr_assert_eq(cm.reject_magic, IBF_RDM_CM_TIEBREAK);
+	cr_assert_geq(conn->retry_until_ns, ibf_now_ns() + limit / 2);
+	cr_assert_geq(conn->retry_at_ns, conn->retry_until_ns,
+		      "the attempt under way waits as long");
+
+	conn->retry_until_ns = 1;
+	event(&ids[0], RDMA_CM_EVENT_REJECTED, 4, NULL, 0);
+	cr_assert_eq(conn->state, IBF_CONN_RETRY);
+	cr_assert_geq(conn->retry_until_ns, ibf_now_ns() + limit / 2);
+
+	conn->retry_until_ns = 1;
+	conn->retry_at_ns = 0;
+	timers();
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTING, "the limit is not past");
+	event(&ids[nids - 1], RDMA_CM_EVENT_REJECTED, 0, &tiebreak, sizeof(tiebreak));
+	cr_assert_eq(conn->state, IBF_CONN_WAITING);
+	cr_assert_geq(conn->retry_until_ns, ibf_now_ns() + limit / 2);
+
+	conn->retry_at_ns = 0;	/* the winner's request never came */
+	timers();
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTING);
+	conn->retry_until_ns = until = ibf_now_ns() + limit / 4;
+	event(&ids[nids - 1], RDMA_CM_EVENT_REJECTED, 8, NULL, 0);
+	cr_assert_eq(conn->state, IBF_CONN_RETRY);
+	cr_assert_eq(conn->retry_until_ns, until, "no listener: no sign of life");
 }
 
 /* How the connection ends when an event says the peer is gone, in each
@@ -492,8 +616,10 @@ Test(rdm_cm, a_peer_that_vanishes_ends_the_connection_in_each_state)
 	static const struct vanish cases[] = {
 		{ "resolving", RDMA_CM_EVENT_ADDR_ERROR, IBF_CONN_RETRY, 0 },
 		{ "resolving", RDMA_CM_EVENT_ROUTE_ERROR, IBF_CONN_RETRY, 0 },
-		{ "routed", RDMA_CM_EVENT_UNREACHABLE, IBF_CONN_IDLE, -FI_EHOSTUNREACH },
-		{ "routed", RDMA_CM_EVENT_CONNECT_ERROR, IBF_CONN_IDLE, -FI_EHOSTUNREACH },
+		/* Our request timed out, or its answer was unusable: the
+		 * peer is not connected by it, so it is tried again. */
+		{ "routed", RDMA_CM_EVENT_UNREACHABLE, IBF_CONN_RETRY, 0 },
+		{ "routed", RDMA_CM_EVENT_CONNECT_ERROR, IBF_CONN_RETRY, 0 },
 		{ "accepting", RDMA_CM_EVENT_DISCONNECTED, IBF_CONN_IDLE, -FI_ECONNABORTED },
 		{ "connected", RDMA_CM_EVENT_DISCONNECTED, IBF_CONN_IDLE, -FI_ECONNABORTED },
 		{ "connected", RDMA_CM_EVENT_DEVICE_REMOVAL, IBF_CONN_IDLE, -FI_ECONNABORTED },

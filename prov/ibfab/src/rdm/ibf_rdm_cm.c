@@ -14,12 +14,22 @@
  * marker; the higher side accepts the lower's request and drops its own
  * attempt.  Either way one RC connection carries both directions.
  *
- * A peer where nothing listens yet (an RDM endpoint is connectionless to
- * the application, so a peer that starts a little later is no error), or
- * whose address or route cannot be resolved, is tried again, with pauses
+ * An attempt that ends without a connection is tried again, with pauses
  * that double from 10 ms to 1 s, until FI_IBFAB_RDM_CONNECT_TIMEOUT has
  * passed since the first try; only then do the queued operations fail.
- * Other refusals and a request that timed out are final.
+ * That covers a peer where nothing listens yet (an RDM endpoint is
+ * connectionless to the application, so a peer that starts a little later
+ * is no error), an address or route not resolved, a peer busy or out of
+ * resources, and a request the CM gave up on.  Retrying never replaces a
+ * connection: the accepting side is connected only once the requester has
+ * answered its acceptance (RTU) or sent on the QP, after which the
+ * requester sees ESTABLISHED, not an error.  Only an ibfab peer's definite
+ * refusal (IBF_RDM_CM_REFUSED: the request was not a valid one) is final.
+ * A peer that shows it is there and busy with us (its request crossed
+ * ours, it refused ours for its own, or it gave up waiting for our answer)
+ * restarts the time limit, up to IBF_RDM_ALIVE_MAX limits in all: in a
+ * storm of first sends a live peer's thread may take longer than the limit
+ * to get to us, and a gone peer shows no such sign.
  *
  * Ids that are done with (refused requests, failed and lost attempts,
  * ended connections) are buried (ibf_rdm_grave.c) and destroyed by the
@@ -94,7 +104,9 @@ uint32_t ibf_rdm_cm_reject_parse(const void *pd, size_t len)
 	return magic;
 }
 
-/* IB CM's reject reason when nothing listens on the service (port). */
+/* IB CM's reject reasons: the peer waited for our answer in vain, and
+ * nothing listens on the service (port). */
+#define IBF_REJ_TIMEOUT 4
 #define IBF_REJ_NO_LISTENER 8
 
 #define IBF_RETRY_FIRST_MS 10
@@ -105,7 +117,8 @@ static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn);
 /* Start connecting conn (cm_lock held): the first of its attempts. */
 int ibf_rdm_conn_start(struct ibf_rdm_conn *conn)
 {
-	conn->retry_until_ns = ibf_now_ns() +
+	conn->retry_first_ns = ibf_now_ns();
+	conn->retry_until_ns = conn->retry_first_ns +
 			       (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
 	conn->retry_pause_ms = IBF_RETRY_FIRST_MS;
 	return ibf_rdm_conn_attempt(conn);
@@ -133,6 +146,26 @@ static void ibf_rdm_conn_retry(struct ibf_rdm_conn *conn, int err)
 	conn->retry_at_ns = now + (uint64_t)conn->retry_pause_ms * 1000000u;
 	conn->retry_pause_ms = IBF_MIN(conn->retry_pause_ms * 2, IBF_RETRY_MAX_MS);
 	ibf_rdm_conn_state(conn, IBF_CONN_RETRY);
+}
+
+/*
+ * The peer showed it is there and busy connecting with us (cm_lock held):
+ * the connect time limit counts from now, for the attempt under way too.
+ */
+/* A peer's signs of life stretch a round of attempts to this many limits
+ * at most: one that keeps showing them and never connects (a liar) still
+ * fails what waits for it. */
+#define IBF_RDM_ALIVE_MAX 5
+
+static void ibf_rdm_conn_alive(struct ibf_rdm_conn *conn)
+{
+	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
+	uint64_t until = IBF_MIN(ibf_now_ns() + limit,
+				 conn->retry_first_ns + IBF_RDM_ALIVE_MAX * limit);
+
+	conn->retry_until_ns = IBF_MAX(conn->retry_until_ns, until);
+	if (conn->state == IBF_CONN_CONNECTING)
+		conn->retry_at_ns = IBF_MAX(conn->retry_at_ns, until);
 }
 
 /*
@@ -267,7 +300,7 @@ static void ibf_rdm_accept(struct ibf_rdm_ep_conns *ep,
 	ibf_rdm_peer_events_set(conn, req->flags);
 	ret = ibf_rdm_qp_create(conn, id);
 	if (ret) {
-		ibf_rdm_reject(id, 0);
+		ibf_rdm_reject(id, IBF_RDM_CM_BUSY);	/* out of resources, for now */
 		ibf_rdm_bury(ep, id, conn);
 		return;
 	}
@@ -360,7 +393,7 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep_conns *ep,
 		if (ret == -FI_EACCES)
 			IBF_WARN(FI_LOG_EP_CTRL, "(a name must be on the "
 				 "requester's host and carry its key)\n");
-		ibf_rdm_reject(id, 0);
+		ibf_rdm_reject(id, IBF_RDM_CM_REFUSED);
 		ibf_rdm_bury(ep, id, NULL);
 		return;
 	}
@@ -407,7 +440,7 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep_conns *ep,
 		}
 	}
 	if (!conn) {
-		ibf_rdm_reject(id, 0);
+		ibf_rdm_reject(id, IBF_RDM_CM_BUSY);	/* no memory, for now */
 		ibf_rdm_bury(ep, id, NULL);
 		return;
 	}
@@ -415,6 +448,7 @@ static void ibf_rdm_on_request(struct ibf_rdm_ep_conns *ep,
 	case IBF_CONN_CONNECTING:
 		if (memcmp(&ep->name, &d->name, sizeof(ep->name)) < 0) {
 			/* Ours wins; the peer accepts it instead. */
+			ibf_rdm_conn_alive(conn);
 			ibf_rdm_reject(id, IBF_RDM_CM_TIEBREAK);
 			ibf_rdm_bury(ep, id, NULL);
 			return;
@@ -489,6 +523,78 @@ static uint32_t ibf_rdm_reject_magic(const struct rdma_cm_event *ev)
 				       ev->param.conn.private_data_len);
 }
 
+/* What the CM said when it ended an attempt: the event and its status (a
+ * reject's reason), for the user reading why connecting took long or
+ * failed. */
+static void ibf_rdm_cm_said(const struct ibf_rdm_conn *conn,
+			    const struct rdma_cm_event *ev)
+{
+	char buf[64];
+
+	IBF_INFO(FI_LOG_EP_CTRL, "connecting to %s: %s, status %d\n",
+		 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)),
+		 rdma_event_str(ev->event), ev->status);
+}
+
+/* Our request was refused (cm_lock held). */
+static void ibf_rdm_on_rejected(struct ibf_rdm_conn *conn,
+				const struct rdma_cm_event *ev)
+{
+	switch (ibf_rdm_reject_magic(ev)) {
+	case IBF_RDM_CM_TIEBREAK:
+		ibf_rdm_conn_alive(conn);
+		ibf_rdm_conn_wait(conn);
+		return;
+	case IBF_RDM_CM_REFUSED:
+		ibf_rdm_cm_said(conn, ev);
+		ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
+		return;
+	case IBF_RDM_CM_BUSY:
+		break;
+	default:
+		/* Nothing listens there (yet), the peer's CM gave up
+		 * waiting for our answer, or its id went away. */
+		if (ev->status == IBF_REJ_TIMEOUT)
+			ibf_rdm_conn_alive(conn);
+		if (ev->status != IBF_REJ_NO_LISTENER)
+			ibf_rdm_cm_said(conn, ev);
+		break;
+	}
+	ibf_rdm_conn_retry(conn, -FI_ECONNREFUSED);
+}
+
+/*
+ * The peer whose request we accepted never completed it (it gave up
+ * waiting for our answer, or its id went away), cm_lock held.  No
+ * connection came of it, so what is queued for the peer waits on and we
+ * connect ourselves; the peer, if it still wants one, tries again too, and
+ * the tie-break makes one connection of the two.
+ */
+static void ibf_rdm_accept_failed(struct ibf_rdm_conn *conn,
+				  const struct rdma_cm_event *ev)
+{
+	uint64_t first, until;
+	int ret;
+
+	ibf_rdm_cm_said(conn, ev);
+	if (!conn->queue_head) {
+		ibf_rdm_conn_fail(conn, -FI_ECONNABORTED);	/* nothing waits */
+		return;
+	}
+	first = conn->retry_first_ns;
+	until = conn->retry_until_ns;
+	ibf_rdm_conn_reset(conn);
+	ret = ibf_rdm_conn_start(conn);
+	if (ret) {
+		ibf_rdm_conn_fail(conn, ret);
+	} else if (until > ibf_now_ns()) {
+		/* A round of attempts was under way: it goes on, not anew
+		 * (a requester that never completes cannot hold what waits). */
+		conn->retry_first_ns = first;
+		conn->retry_until_ns = until;
+	}
+}
+
 /* An event on one of conn's ids (cm_lock held). */
 static void ibf_rdm_conn_event(struct ibf_rdm_ep_conns *ep,
 			       struct ibf_rdm_conn *conn,
@@ -525,16 +631,10 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep_conns *ep,
 		ibf_rdm_on_established(conn, ev);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
-		if (ibf_rdm_reject_magic(ev) == IBF_RDM_CM_TIEBREAK) {
-			ibf_rdm_conn_wait(conn);
-		} else if (ev->status == IBF_REJ_NO_LISTENER ||
-			   ibf_rdm_reject_magic(ev) == IBF_RDM_CM_BUSY) {
-			/* Nothing listens there (yet), or the peer still
-			 * holds a connection of ours it has to let go. */
-			ibf_rdm_conn_retry(conn, -FI_ECONNREFUSED);
-		} else {
-			ibf_rdm_conn_fail(conn, -FI_ECONNREFUSED);
-		}
+		if (conn->state == IBF_CONN_ACCEPTING)
+			ibf_rdm_accept_failed(conn, ev);
+		else
+			ibf_rdm_on_rejected(conn, ev);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -542,12 +642,14 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep_conns *ep,
 		break;
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
-		/*
-		 * Not retried: the peer may have accepted a request whose
-		 * answer was lost, and a second attempt would end that
-		 * connection with messages on it.
-		 */
-		ibf_rdm_conn_fail(conn, -FI_EHOSTUNREACH);
+		if (conn->state == IBF_CONN_ACCEPTING) {
+			ibf_rdm_accept_failed(conn, ev);
+			break;
+		}
+		/* Our request timed out, or its answer could not be used:
+		 * the peer is not connected by it (see the top). */
+		ibf_rdm_cm_said(conn, ev);
+		ibf_rdm_conn_retry(conn, -FI_EHOSTUNREACH);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:

@@ -585,7 +585,11 @@ static void ibf_rdm_conn_end(struct ibf_rdm_conn *conn, int err, int keep_queue)
 	struct ibf_rdm_op *op;
 	char buf[64];
 
-	if (err == -FI_ECONNABORTED && !conn->queue_head)
+	if (keep_queue)
+		IBF_INFO(FI_LOG_EP_CTRL, "connection to %s ended; connecting "
+			 "anew\n", ibf_addr_str((const void *)&conn->name, buf,
+			 sizeof(buf)));
+	else if (err == -FI_ECONNABORTED && !conn->queue_head)
 		IBF_INFO(FI_LOG_EP_CTRL, "%s disconnected\n",
 			 ibf_addr_str((const void *)&conn->name, buf, sizeof(buf)));
 	else
@@ -614,6 +618,11 @@ static void ibf_rdm_conn_end(struct ibf_rdm_conn *conn, int err, int keep_queue)
 void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err)
 {
 	ibf_rdm_conn_end(conn, err, 0);
+}
+
+void ibf_rdm_conn_reset(struct ibf_rdm_conn *conn)
+{
+	ibf_rdm_conn_end(conn, 0, 1);
 }
 
 /*

@@ -97,6 +97,7 @@ struct ibf_rdm_conn {
 	/* Connecting to a peer not there yet (cm_lock): when to give up,
 	 * when to try next, and the pause after that. */
 	uint64_t retry_until_ns, retry_at_ns;
+	uint64_t retry_first_ns;	/* this round of attempts began */
 	uint32_t retry_pause_ms;
 	struct ibf_rdm_conn *name_next;	/* in ep->by_name (cm_lock) */
 	uint32_t ngraves;	/* its ids not destroyed yet (cm_lock) */
@@ -442,7 +443,7 @@ int ibf_rdm_cm_request_parse(const void *pd, size_t len,
 			     const struct sockaddr *peer, struct ibf_rdm_cm_data *d);
 int ibf_rdm_cm_accept_parse(const void *pd, size_t len,
 			    const struct ibf_name *want, struct ibf_rdm_cm_data *d);
-/* The magic a reject carries (IBF_RDM_CM_TIEBREAK, _BUSY), or 0. */
+/* The magic a reject carries (IBF_RDM_CM_TIEBREAK, _BUSY, _REFUSED), or 0. */
 uint32_t ibf_rdm_cm_reject_parse(const void *pd, size_t len);
 /* The record a request from the keyed name belongs to: its own, or one
  * the application made for the plain address it is at (which learns the
@@ -485,6 +486,8 @@ const char *ibf_conn_state_name(enum ibf_conn_state state);
 int ibf_conn_move_ok(enum ibf_conn_state from, enum ibf_conn_state to);
 /* The connection is over: what waits on it fails with err. */
 void ibf_rdm_conn_fail(struct ibf_rdm_conn *conn, int err);
+/* End conn's life but keep its queue, for a new connection (cm_lock). */
+void ibf_rdm_conn_reset(struct ibf_rdm_conn *conn);
 /* Established: post the queue, then let senders post directly. */
 void ibf_rdm_conn_flush(struct ibf_rdm_conn *conn);
 /* Start connecting conn: the first of its attempts (ibf_rdm_cm.c). */

@@ -147,5 +147,8 @@ struct ibf_rdm_cm_data {
 /* Reject: I have a live connection with the name you claim; try again
  * later (if that one was dead, it will have ended by then). */
 #define IBF_RDM_CM_BUSY 0x1bfad3feu
+/* Reject, final: your request is not a valid one (not ibfab's, or a name
+ * not on your host).  Any other reject is tried again. */
+#define IBF_RDM_CM_REFUSED 0x1bfad3fdu
 
 #endif /* IBF_RDM_WIRE_H */
