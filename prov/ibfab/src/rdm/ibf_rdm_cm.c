@@ -148,15 +148,16 @@ static void ibf_rdm_conn_retry(struct ibf_rdm_conn *conn, int err)
 	ibf_rdm_conn_state(conn, IBF_CONN_RETRY);
 }
 
-/*
- * The peer showed it is there and busy connecting with us (cm_lock held):
- * the connect time limit counts from now, for the attempt under way too.
- */
 /* A peer's signs of life stretch a round of attempts to this many limits
  * at most: one that keeps showing them and never connects (a liar) still
  * fails what waits for it. */
 #define IBF_RDM_ALIVE_MAX 5
 
+/*
+ * The peer showed it is there and busy connecting with us (cm_lock held):
+ * the connect time limit counts from now, for the attempt under way too,
+ * within IBF_RDM_ALIVE_MAX limits of the round's first try.
+ */
 static void ibf_rdm_conn_alive(struct ibf_rdm_conn *conn)
 {
 	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
