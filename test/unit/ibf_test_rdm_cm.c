@@ -564,6 +564,98 @@ Test(rdm_cm, a_peer_that_shows_it_is_there_restarts_the_time_limit)
 	cr_assert_eq(conn->retry_until_ns, until, "no listener: no sign of life");
 }
 
+/*
+ * Our request's answer is due a connect time limit after the request
+ * went out, not after the attempt began: a node whose threads got to the
+ * resolve steps late leaves the answer its whole time.  Unanswered then,
+ * what waits fails (a peer that is gone, on an idle node).
+ */
+Test(rdm_cm, the_answer_is_due_a_limit_after_the_request)
+{
+	struct ibf_rdm_op op = { .op.kind = IBF_OP_RDM, .state = IBF_RDM_QUEUED,
+				 .ep = &ep->as_ops };
+	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u, sent;
+	struct ibf_rdm_conn *conn;
+
+	names(1);
+	conn = connecting();
+	conn->queue_head = conn->queue_tail = &op;
+	/* The round began most of a limit ago, the steps were quick. */
+	conn->retry_first_ns -= limit * 9 / 10;
+	conn->retry_until_ns -= limit * 9 / 10;
+	conn->retry_at_ns = conn->retry_until_ns;
+	conn->step_ns = ibf_now_ns();
+	event(&ids[0], RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0);
+	event(&ids[0], RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, 0);
+	sent = ibf_now_ns();
+	cr_assert_eq(cm.connects, 1);
+	cr_assert_geq(conn->retry_at_ns, sent + limit * 9 / 10,
+		      "a limit from the request, not from the round's start");
+	cr_assert_leq(conn->retry_at_ns, sent + limit + limit / 10,
+		      "no longer on an idle node");
+	timers();
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTING, "not due yet");
+	conn->step_ns -= limit + 1;	/* a limit has passed since */
+	conn->retry_at_ns = 1;
+	timers();
+	cr_assert_eq(conn->state, IBF_CONN_IDLE);
+	cr_assert_eq(ep->failed.head, &op, "unanswered: what waits fails");
+	cr_assert_eq(op.op.err, -FI_ETIMEDOUT);
+	ep->failed.head = ep->failed.tail = NULL;
+}
+
+/*
+ * On a node whose CM steps are slow (many processes connecting at once on
+ * few CPUs), the peers' are as slow: an answer is waited for several of
+ * the slowest recent steps, up to five limits from the round's first try.
+ * A slow step long past no longer counts.
+ */
+Test(rdm_cm, a_slow_node_waits_longer_for_an_answer)
+{
+	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u, now;
+	struct ibf_rdm_conn *conn;
+
+	names(1);
+	conn = connecting();
+	event(&ids[0], RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0);
+	cr_assert_lt(ep->cm_lag_ns, limit / 2);
+	conn->step_ns = ibf_now_ns() - 2 * limit;	/* the route took two */
+	event(&ids[0], RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, 0);
+	cr_assert_geq(ep->cm_lag_ns, 2 * limit);
+	now = ibf_now_ns();
+	cr_assert_geq(conn->retry_at_ns, now + 3 * limit,
+		      "several slow steps, not one limit");
+	cr_assert_leq(conn->retry_at_ns, conn->retry_first_ns + 5 * limit,
+		      "but not past five limits of the round");
+	conn->step_ns = ibf_now_ns() - 3 * limit;	/* the answer took three */
+	established(&ids[0]);
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
+	cr_assert_geq(ep->cm_lag_ns, 3 * limit, "an answer is a step too");
+
+	/* Another peer, a limit and more later: its quick steps count. */
+	ep->cm_lag_at_ns = ibf_now_ns() - limit - 1;
+	peer = name_of(2, 7472, 0x1234567887654321ull);
+	conn = ibf_rdm_conn_new(&ep->as_conns, &peer, 0);
+	cr_assert_not_null(conn);
+	cr_assert_eq(ibf_rdm_conn_start(conn), 0);
+	event(conn->id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0);
+	cr_assert_lt(ep->cm_lag_ns, limit / 2, "the slow step is past");
+	event(conn->id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, 0);
+	cr_assert_leq(conn->retry_at_ns, ibf_now_ns() + limit + limit / 10);
+
+	/* Its request went out before steps got slow: when its time is up
+	 * it waits as long as a request sent now would, and the thread
+	 * wakes for it. */
+	ep->cm_lag_ns = limit;
+	ep->cm_lag_at_ns = ibf_now_ns();
+	conn->retry_at_ns = 1;
+	pthread_mutex_lock(&ep->cm_lock);
+	cr_assert_gt(ibf_rdm_timers_due(&ep->as_conns), 0, "a timer to wake for");
+	pthread_mutex_unlock(&ep->cm_lock);
+	cr_assert_eq(conn->state, IBF_CONN_CONNECTING);
+	cr_assert_geq(conn->retry_at_ns, ibf_now_ns() + 2 * limit);
+}
+
 /* How the connection ends when an event says the peer is gone, in each
  * state it can be in: its error, and whether it is tried again. */
 struct vanish {

@@ -29,7 +29,12 @@
  * ours, it refused ours for its own, or it gave up waiting for our answer)
  * restarts the time limit, up to IBF_RDM_ALIVE_MAX limits in all: in a
  * storm of first sends a live peer's thread may take longer than the limit
- * to get to us, and a gone peer shows no such sign.
+ * to get to us, and a gone peer shows no such sign.  For the same reason
+ * each step of an attempt (address, route, the request's answer) is given
+ * the limit from the step before it, or several times the slowest step
+ * the endpoint saw lately if that is longer (ibf_rdm_step_due): where
+ * processes outnumber CPUs, every CM step takes seconds, ours and the
+ * peers' alike.
  *
  * Ids that are done with (refused requests, failed and lost attempts,
  * ended connections) are buried (ibf_rdm_grave.c) and destroyed by the
@@ -37,6 +42,7 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +175,53 @@ static void ibf_rdm_conn_alive(struct ibf_rdm_conn *conn)
 		conn->retry_at_ns = IBF_MAX(conn->retry_at_ns, until);
 }
 
+/* An answer to our request comes a few of the CM's steps after it: the
+ * peer's thread takes the request, ours the answer. */
+#define IBF_RDM_LAG_STEPS 4
+
+/*
+ * An attempt's next step (its address or route resolved, its request
+ * answered) is due within the connect time limit from its last, or within
+ * IBF_RDM_LAG_STEPS of the endpoint's slowest recent step if that is
+ * longer, but not past IBF_RDM_ALIVE_MAX limits of the round's first try
+ * (cm_lock held).  Measured in a storm of first sends by 32 processes on
+ * 2 loaded emulated CPUs: a resolve took up to 22 s and an answer up to
+ * 36 s, so live peers answered after 10 s; on an idle node a peer that
+ * is gone still fails what waits within a limit of our request.
+ */
+static void ibf_rdm_step_due(struct ibf_rdm_conn *conn, uint64_t now)
+{
+	struct ibf_rdm_ep_conns *ep = conn->ep;
+	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
+	uint64_t lag = now - ep->cm_lag_at_ns < limit ? ep->cm_lag_ns : 0;
+	uint64_t wait = IBF_MAX(limit, IBF_RDM_LAG_STEPS * lag);
+	uint64_t due = IBF_MIN(conn->step_ns + wait,
+			       conn->retry_first_ns + IBF_RDM_ALIVE_MAX * limit);
+
+	conn->retry_at_ns = IBF_MAX(conn->retry_at_ns, due);
+}
+
+/*
+ * An attempt took a step (cm_lock held).  The slowest step of the
+ * endpoint's attempts within the last connect time limit is kept: it
+ * says how late this node's threads get to their CM events, and where
+ * many processes connect at once on few CPUs the peers' threads are as
+ * late as ours.
+ */
+static void ibf_rdm_cm_step(struct ibf_rdm_conn *conn)
+{
+	struct ibf_rdm_ep_conns *ep = conn->ep;
+	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
+	uint64_t now = ibf_now_ns(), took = now - conn->step_ns;
+
+	if (took >= ep->cm_lag_ns || now - ep->cm_lag_at_ns >= limit) {
+		ep->cm_lag_ns = took;
+		ep->cm_lag_at_ns = now;
+	}
+	conn->step_ns = now;
+	ibf_rdm_step_due(conn, now);
+}
+
 /*
  * We lost a simultaneous connect: the peer's connect is the one, and its
  * request is on its way (cm_lock held).  If none has come within the CM
@@ -200,8 +253,14 @@ static void ibf_rdm_timer_fired(struct ibf_rdm_conn *conn, uint64_t now)
 	ibf_addr_str((const void *)&conn->name, buf, sizeof(buf));
 	switch (conn->state) {
 	case IBF_CONN_CONNECTING:
-		IBF_WARN(FI_LOG_EP_CTRL, "no answer from %s within "
-			 "FI_IBFAB_RDM_CONNECT_TIMEOUT\n", buf);
+		/* Steps got slower since this one began: it waits as long. */
+		ibf_rdm_step_due(conn, now);
+		if (conn->retry_at_ns > now)
+			return;
+		IBF_WARN(FI_LOG_EP_CTRL, "no answer from %s in %" PRIu64
+			 " ms (FI_IBFAB_RDM_CONNECT_TIMEOUT, or longer while "
+			 "this node's CM is slow)\n", buf,
+			 (now - conn->step_ns) / 1000000u);
 		ibf_rdm_conn_fail(conn, -FI_ETIMEDOUT);
 		return;
 	case IBF_CONN_WAITING:
@@ -220,6 +279,13 @@ static void ibf_rdm_timer_fired(struct ibf_rdm_conn *conn, uint64_t now)
 		ibf_rdm_conn_fail(conn, ret);
 }
 
+/* Whether conn's timer runs: a pause, a wait for the winner, an attempt. */
+static int ibf_rdm_conn_timed(const struct ibf_rdm_conn *conn)
+{
+	return conn->state == IBF_CONN_RETRY || conn->state == IBF_CONN_WAITING ||
+	       conn->state == IBF_CONN_CONNECTING;
+}
+
 /*
  * The thread, between events (cm_lock held): fire the connections' timers
  * that are due; returns how long poll may sleep before the next, or -1.
@@ -236,13 +302,14 @@ int ibf_rdm_timers_due(struct ibf_rdm_ep_conns *ep)
 	now = ibf_now_ns();
 	for (i = 0; i < ep->nconns; i++) {
 		conn = ibf_rdm_conn_at(ep, i);
-		if (conn->state != IBF_CONN_RETRY && conn->state != IBF_CONN_WAITING &&
-		    conn->state != IBF_CONN_CONNECTING)
+		if (!ibf_rdm_conn_timed(conn))
 			continue;
-		if (conn->retry_at_ns > now)
-			next = IBF_MIN(next, conn->retry_at_ns);
-		else
+		if (conn->retry_at_ns <= now)
 			ibf_rdm_timer_fired(conn, now);
+		/* A fired timer may have set the next (a new attempt's, a
+		 * longer wait's). */
+		if (ibf_rdm_conn_timed(conn) && conn->retry_at_ns > now)
+			next = IBF_MIN(next, conn->retry_at_ns);
 	}
 	if (next == UINT64_MAX)
 		return -1;
@@ -269,10 +336,12 @@ static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn)
 		return ret;
 	}
 	conn->id = id;
+	conn->step_ns = ibf_now_ns();
 	/* Its answer is due by the connect time limit, and at least two CM
-	 * timeouts from now. */
-	conn->retry_at_ns = IBF_MAX(conn->retry_until_ns, ibf_now_ns() +
+	 * timeouts from now; and each step by ibf_rdm_step_due. */
+	conn->retry_at_ns = IBF_MAX(conn->retry_until_ns, conn->step_ns +
 				    2 * (uint64_t)ibf_params.cm_timeout_ms * 1000000u);
+	ibf_rdm_step_due(conn, conn->step_ns);
 	ibf_rdm_conn_state(conn, IBF_CONN_CONNECTING);
 	return 0;
 }
@@ -615,6 +684,7 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep_conns *ep,
 	}
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		ibf_rdm_cm_step(conn);
 		if (rdma_resolve_route(id, ibf_params.cm_timeout_ms))
 			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
 		break;
@@ -625,13 +695,20 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep_conns *ep,
 		}
 		ibf_rdm_cm_data(ep, conn, &d);
 		ibf_cm_param_init(&ep->base.domain->dev_attr, &cp, &d, sizeof(d));
-		if (rdma_connect(id, &cp))
+		if (rdma_connect(id, &cp)) {
 			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
+			break;
+		}
+		ibf_rdm_cm_step(conn);	/* the route, our QP, the request */
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
+		if (conn->state == IBF_CONN_CONNECTING)
+			ibf_rdm_cm_step(conn);
 		ibf_rdm_on_established(conn, ev);
 		break;
 	case RDMA_CM_EVENT_REJECTED:
+		if (conn->state == IBF_CONN_CONNECTING)
+			ibf_rdm_cm_step(conn);
 		if (conn->state == IBF_CONN_ACCEPTING)
 			ibf_rdm_accept_failed(conn, ev);
 		else

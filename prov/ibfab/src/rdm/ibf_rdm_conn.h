@@ -98,6 +98,7 @@ struct ibf_rdm_conn {
 	 * when to try next, and the pause after that. */
 	uint64_t retry_until_ns, retry_at_ns;
 	uint64_t retry_first_ns;	/* this round of attempts began */
+	uint64_t step_ns;	/* the attempt's last step was taken */
 	uint32_t retry_pause_ms;
 	struct ibf_rdm_conn *name_next;	/* in ep->by_name (cm_lock) */
 	uint32_t ngraves;	/* its ids not destroyed yet (cm_lock) */
@@ -209,6 +210,9 @@ struct ibf_qp_map {
 	pthread_mutex_t cm_lock; \
 	int cm_pending;		/* atomic: the thread left work for progress */ \
 	uint32_t nstate[IBF_CONN_STATES];	/* in each state (cm_lock) */ \
+	/* The slowest step of a connect attempt lately, and when it was \
+	 * seen: how busy this endpoint's CM is (cm_lock, ibf_rdm_cm.c). */ \
+	uint64_t cm_lag_ns, cm_lag_at_ns; \
 	struct ibf_rdm_list failed;	/* ops whose connection failed */ \
 	int dead_seen;		/* a connection died: RTS waiters to fail */ \
 	/* Connections by index, in chunks that never move, so the CQ \
