@@ -604,6 +604,20 @@ Test(rdm_cm, the_answer_is_due_a_limit_after_the_request)
 	ep->failed.head = ep->failed.tail = NULL;
 }
 
+/* FI_IBFAB_RDM_CONNECT_TIMEOUT=0 tries once: that try still has two CM
+ * timeouts to resolve and be answered. */
+Test(rdm_cm, a_single_try_has_two_cm_timeouts)
+{
+	uint64_t before = ibf_now_ns();
+	struct ibf_rdm_conn *conn;
+
+	ibf_params.rdm_connect_ms = 0;
+	names(1);
+	conn = connecting();
+	cr_assert_geq(conn->retry_at_ns,
+		      before + 2 * (uint64_t)ibf_params.cm_timeout_ms * 1000000u);
+}
+
 /*
  * On a node whose CM steps are slow (many processes connecting at once on
  * few CPUs), the peers' are as slow: an answer is waited for several of

@@ -61,7 +61,8 @@ static struct ibf_size_param ibf_size_params[] = {
 	  "How long, in milliseconds, an FI_EP_RDM endpoint keeps trying to "
 	  "connect to a peer where nothing listens yet, or whose address or "
 	  "route cannot be resolved, with growing pauses, before the operations "
-	  "waiting for it fail; 0 tries once (default: 10000)" },
+	  "waiting for it fail, and how long a request waits for its answer "
+	  "(longer while the node's CM is slow); 0 tries once (default: 10000)" },
 	{ "rdm_unexp_max", &ibf_params.rdm_unexp_max, 0, 1 << 20,
 	  "Eager buffers an FI_EP_RDM endpoint may add, beyond FI_IBFAB_RX_SIZE, "
 	  "while messages wait for receives not posted yet; each costs "

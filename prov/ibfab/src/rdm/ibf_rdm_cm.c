@@ -120,12 +120,17 @@ uint32_t ibf_rdm_cm_reject_parse(const void *pd, size_t len)
 
 static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn);
 
+/* FI_IBFAB_RDM_CONNECT_TIMEOUT, in ns. */
+static uint64_t ibf_rdm_connect_limit_ns(void)
+{
+	return (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
+}
+
 /* Start connecting conn (cm_lock held): the first of its attempts. */
 int ibf_rdm_conn_start(struct ibf_rdm_conn *conn)
 {
 	conn->retry_first_ns = ibf_now_ns();
-	conn->retry_until_ns = conn->retry_first_ns +
-			       (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
+	conn->retry_until_ns = conn->retry_first_ns + ibf_rdm_connect_limit_ns();
 	conn->retry_pause_ms = IBF_RETRY_FIRST_MS;
 	return ibf_rdm_conn_attempt(conn);
 }
@@ -166,7 +171,7 @@ static void ibf_rdm_conn_retry(struct ibf_rdm_conn *conn, int err)
  */
 static void ibf_rdm_conn_alive(struct ibf_rdm_conn *conn)
 {
-	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
+	uint64_t limit = ibf_rdm_connect_limit_ns();
 	uint64_t until = IBF_MIN(ibf_now_ns() + limit,
 				 conn->retry_first_ns + IBF_RDM_ALIVE_MAX * limit);
 
@@ -178,6 +183,13 @@ static void ibf_rdm_conn_alive(struct ibf_rdm_conn *conn)
 /* An answer to our request comes a few of the CM's steps after it: the
  * peer's thread takes the request, ours the answer. */
 #define IBF_RDM_LAG_STEPS 4
+
+/* The endpoint's slowest attempt step within the last connect time
+ * limit, 0 if none (cm_lock held). */
+static uint64_t ibf_rdm_cm_lag(const struct ibf_rdm_ep_conns *ep, uint64_t now)
+{
+	return now - ep->cm_lag_at_ns < ibf_rdm_connect_limit_ns() ? ep->cm_lag_ns : 0;
+}
 
 /*
  * An attempt's next step (its address or route resolved, its request
@@ -191,10 +203,8 @@ static void ibf_rdm_conn_alive(struct ibf_rdm_conn *conn)
  */
 static void ibf_rdm_step_due(struct ibf_rdm_conn *conn, uint64_t now)
 {
-	struct ibf_rdm_ep_conns *ep = conn->ep;
-	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
-	uint64_t lag = now - ep->cm_lag_at_ns < limit ? ep->cm_lag_ns : 0;
-	uint64_t wait = IBF_MAX(limit, IBF_RDM_LAG_STEPS * lag);
+	uint64_t limit = ibf_rdm_connect_limit_ns();
+	uint64_t wait = IBF_MAX(limit, IBF_RDM_LAG_STEPS * ibf_rdm_cm_lag(conn->ep, now));
 	uint64_t due = IBF_MIN(conn->step_ns + wait,
 			       conn->retry_first_ns + IBF_RDM_ALIVE_MAX * limit);
 
@@ -211,10 +221,9 @@ static void ibf_rdm_step_due(struct ibf_rdm_conn *conn, uint64_t now)
 static void ibf_rdm_cm_step(struct ibf_rdm_conn *conn)
 {
 	struct ibf_rdm_ep_conns *ep = conn->ep;
-	uint64_t limit = (uint64_t)ibf_params.rdm_connect_ms * 1000000u;
 	uint64_t now = ibf_now_ns(), took = now - conn->step_ns;
 
-	if (took >= ep->cm_lag_ns || now - ep->cm_lag_at_ns >= limit) {
+	if (took >= ibf_rdm_cm_lag(ep, now)) {
 		ep->cm_lag_ns = took;
 		ep->cm_lag_at_ns = now;
 	}
@@ -337,10 +346,11 @@ static int ibf_rdm_conn_attempt(struct ibf_rdm_conn *conn)
 	}
 	conn->id = id;
 	conn->step_ns = ibf_now_ns();
-	/* Its answer is due by the connect time limit, and at least two CM
-	 * timeouts from now; and each step by ibf_rdm_step_due. */
-	conn->retry_at_ns = IBF_MAX(conn->retry_until_ns, conn->step_ns +
-				    2 * (uint64_t)ibf_params.cm_timeout_ms * 1000000u);
+	/* Each step is due by ibf_rdm_step_due (the round's time limit, and
+	 * no sooner than any sign of life made it), and not within two CM
+	 * timeouts of now. */
+	conn->retry_at_ns = conn->step_ns +
+			    2 * (uint64_t)ibf_params.cm_timeout_ms * 1000000u;
 	ibf_rdm_step_due(conn, conn->step_ns);
 	ibf_rdm_conn_state(conn, IBF_CONN_CONNECTING);
 	return 0;
