@@ -20,10 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "ibf_mr_cache.h"
 #include "ibf_rdm.h"
 
 #define QP_NOW 0x42u	/* the connection's QP */
@@ -45,6 +47,10 @@ static struct {
 	struct ibv_send_wr wr;	/* the last work request, and its sge */
 	struct ibv_sge sge;
 	int refuse;		/* the next posts fail with ENOMEM (a full queue) */
+	int refuse_second;	/* the next chain's second request is refused */
+	int chain;		/* work requests in the last post's chain */
+	struct ibv_send_wr wr2;	/* the second of them */
+	int mw_allocs, mw_deallocs;
 } dev;
 
 static int mock_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
@@ -80,11 +86,37 @@ static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 	dev.sends++;
 	dev.send_wr_id = wr->wr_id;
 	dev.wr = *wr;
+	dev.chain = wr->next ? 2 : 1;
+	if (wr->next)
+		dev.wr2 = *wr->next;
+	if (wr->next && dev.refuse_second) {
+		dev.refuse_second = 0;
+		*bad = wr->next;
+		return ENOMEM;
+	}
 	if (wr->num_sge)
 		dev.sge = wr->sg_list[0];
 	if (wr->num_sge && wr->sg_list[0].length <= sizeof(dev.sent))
 		memcpy(dev.sent, (void *)(uintptr_t)wr->sg_list[0].addr,
 		       wr->sg_list[0].length);
+	return 0;
+}
+
+static struct ibv_mw the_mw;
+
+static struct ibv_mw *mock_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	cr_assert_eq(type, IBV_MW_TYPE_2);
+	dev.mw_allocs++;
+	the_mw = (struct ibv_mw){ .context = pd->context, .pd = pd,
+				  .rkey = 0x12300, .type = type };
+	return &the_mw;
+}
+
+static int mock_dealloc_mw(struct ibv_mw *mw)
+{
+	cr_assert_eq(mw, &the_mw);
+	dev.mw_deallocs++;
 	return 0;
 }
 
@@ -141,6 +173,8 @@ static void setup(void)
 	ctx.ops.poll_cq = mock_poll_cq;
 	ctx.ops.post_srq_recv = mock_post_srq_recv;
 	ctx.ops.post_send = mock_post_send;
+	ctx.ops.alloc_mw = mock_alloc_mw;
+	ctx.ops.dealloc_mw = mock_dealloc_mw;
 	id = (struct rdma_cm_id){ .qp = &qp };
 	dom = calloc(1, sizeof(*dom));
 	ep = calloc(1, sizeof(*ep));
@@ -445,6 +479,7 @@ Test(rdm_progress, a_finished_read_answers_with_a_fin)
 	cr_assert_eq(dev.sends, 1);
 	cr_assert_eq(dev.send_wr_id, (uintptr_t)&bounce->op);
 	cr_assert_eq(hdr->type, IBF_RDM_FIN);
+	cr_assert_eq(dev.wr.opcode, IBV_WR_SEND, "no window to close");
 	cr_assert_eq(fin->cookie, 0);
 	cr_assert_eq(fin->status, 0);
 	cr_assert_eq(bounce->state, IBF_RDM_BOUNCE_FIN);
@@ -725,4 +760,292 @@ Test(rdm_progress, remote_cq_data_waiting_for_an_op_goes_once_one_is_read)
 	cr_assert_eq(rx->op.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
 	cr_assert(bounce->state == IBF_RDM_BOUNCE_POSTED ||
 		  bounce->state == IBF_RDM_BOUNCE_SPARE, "its bounce is free");
+}
+
+/* ---- memory windows (issue 20 item 5) ---- */
+
+/*
+ * A rendezvous send opens its buffer through a memory window bound on
+ * the connection's QP, over a registration from the domain's cache made
+ * with IBV_ACCESS_MW_BIND alone.  The cache here registers through the
+ * test (win_reg), so it runs without a device; it still watches memory
+ * with userfaultfd, and without that there are no windows to test.
+ */
+static struct ibv_pd pd = { .context = &ctx };
+static struct ibv_mr win_mr = { .context = &ctx, .pd = &pd, .lkey = 0x66 };
+static int cache_regs;
+static uint8_t *win_buf;
+#define WIN_LEN 4096
+
+static void *win_reg(void *c, void *addr, size_t len, int access,
+		     uint32_t *lkey)
+{
+	(void)c;
+	cr_assert_eq(addr, win_buf);
+	cr_assert_eq(len, WIN_LEN);
+	cr_assert_eq(access, IBV_ACCESS_MW_BIND, "no remote right is cached");
+	cache_regs++;
+	*lkey = win_mr.lkey;
+	return &win_mr;
+}
+
+static void win_dereg(void *c, void *handle)
+{
+	(void)c;
+	cr_assert_eq(handle, &win_mr);
+}
+
+static const struct ibf_mr_cache_ops win_ops = { win_reg, win_dereg };
+
+static void windows_on(void)
+{
+	int ret = ibf_mr_cache_open(&dom->mr_cache, &win_ops, NULL, 8);
+
+	if (ret == -FI_ENOSYS)
+		cr_skip_test("no userfaultfd here: no cache, so no windows");
+	cr_assert_eq(ret, 0);
+	dom->mr_cache_tried = 1;
+	dom->pd = &pd;
+	ep->mw_ok = 1;
+	win_buf = mmap(NULL, WIN_LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(win_buf, MAP_FAILED);
+}
+
+static void windows_off(void)
+{
+	ibf_rdm_unregister(tx);
+	ibf_mr_cache_close(dom->mr_cache);
+	munmap(win_buf, WIN_LEN);
+}
+
+/* Send op tx, free, sends the page win_buf to the connection's peer:
+ * built and posted.  Returns the key its RTS gives the peer. */
+static uint32_t window_send(void)
+{
+	struct iovec iov = { win_buf, WIN_LEN };
+	struct ibf_rdm_rts *rts = (void *)(tx->mem + IBF_RDM_HDR);
+
+	tx->state = IBF_RDM_NEW;
+	tx->conn = conn;
+	tx->op.context = &ctx_app;
+	tx->op.user_comp = 1;
+	tx->read_err = 0;
+	ibf_rdm_hdr_set((void *)tx->mem, IBF_RDM_RTS, 0, 0);
+	cr_assert_eq(ibf_rdm_rts_build(&ep->as_proto, tx, &iov, 1, WIN_LEN), 0);
+	cr_assert_eq(ibf_rdm_post_built(conn, tx), 0);
+	return rts->seg[0].rkey;
+}
+
+/* The FIN for tx's RTS arrives, its completion with these flags and
+ * invalidated key. */
+static void fin_arrives_closing(unsigned int wc_flags, uint32_t rkey)
+{
+	struct ibf_rdm_hdr *hdr = (void *)bounce->mem;
+	struct ibf_rdm_fin *fin = (void *)(bounce->mem + IBF_RDM_HDR);
+
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->type = IBF_RDM_FIN;
+	fin->cookie = 0;
+	fin->status = 0;
+	dev.cq[dev.ncq++] = (struct ibv_wc){
+		.wr_id = (uintptr_t)&bounce->op, .status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV, .qp_num = QP_NOW, .byte_len = FIN_LEN,
+		.wc_flags = wc_flags, .invalidated_rkey = rkey,
+	};
+	progress();
+}
+
+/* The bind and the RTS complete. */
+static void window_send_completes(void)
+{
+	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_BIND_MW, QP_NOW);
+	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_SEND, QP_NOW);
+	progress();
+}
+
+/*
+ * The window's bind goes first, on the same post as the RTS, with the key
+ * the RTS names (a new one) over the cached registration, for reading
+ * alone.  The FIN closes it (a SEND WITH INVALIDATE of that key): the send
+ * completes and the window stays with the op, so the next send allocates
+ * and registers nothing, and binds it under the next key.
+ */
+Test(rdm_progress, a_window_is_bound_with_the_rts_and_kept_once_the_fin_closes_it)
+{
+	uint32_t key, key2;
+
+	windows_on();
+	key = window_send();
+	cr_assert_eq(dev.sends, 1, "one post");
+	cr_assert_eq(dev.chain, 2);
+	cr_assert_eq(dev.wr.opcode, IBV_WR_BIND_MW);
+	cr_assert_eq(dev.wr.bind_mw.mw, &the_mw);
+	cr_assert_eq(dev.wr.bind_mw.rkey, key);
+	cr_assert_neq(key, 0x12300, "a new key");
+	cr_assert_eq(key & ~0xffu, 0x12300, "of the same window");
+	cr_assert_eq(dev.wr.bind_mw.bind_info.mr, &win_mr);
+	cr_assert_eq(dev.wr.bind_mw.bind_info.addr, (uintptr_t)win_buf);
+	cr_assert_eq(dev.wr.bind_mw.bind_info.length, WIN_LEN);
+	cr_assert_eq(dev.wr.bind_mw.bind_info.mw_access_flags,
+		     IBV_ACCESS_REMOTE_READ);
+	cr_assert_eq(dev.wr2.opcode, IBV_WR_SEND);
+	cr_assert(((struct ibf_rdm_hdr *)tx->mem)->flags & IBF_RDM_F_WINDOW);
+	cr_assert_eq(the_mw.rkey, key, "the window is known by its new key");
+
+	window_send_completes();
+	cr_assert_eq(cq_count(), 0, "the FIN is awaited");
+	fin_arrives_closing(IBV_WC_WITH_INV, key);
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(tx->op.err, 0);
+	cr_assert_eq(dev.mw_deallocs, 0);
+	cr_assert_eq(tx->mw, &the_mw, "kept for the next send");
+	cr_assert_eq(ep->mw_freed, 0);
+
+	key2 = window_send();
+	cr_assert_eq(dev.mw_allocs, 1, "no new window");
+	cr_assert_eq(cache_regs, 1, "no new registration");
+	cr_assert_eq(key2, ibv_inc_rkey(key));
+	cr_assert_eq(ep->stats.rndv, 2);
+	cr_assert_eq(ep->stats.rndv_windows, 2);
+	windows_off();
+}
+
+/* rdma_rxe passes the kernel's flags through: "with invalidate" arrives
+ * as IBV_WC_IP_CSUM_OK's bit, and closes the window as well. */
+Test(rdm_progress, rxe_s_invalidate_flag_closes_the_window_too)
+{
+	uint32_t key;
+
+	windows_on();
+	key = window_send();
+	window_send_completes();
+	fin_arrives_closing(IBV_WC_GRH | IBV_WC_IP_CSUM_OK, key);
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(dev.mw_deallocs, 0);
+	windows_off();
+}
+
+/*
+ * A FIN that closed no window, or another key than this send's: the peer
+ * could read on, so the window is freed (which invalidates it) before the
+ * send completes, and the next send allocates another.
+ */
+Test(rdm_progress, a_window_the_fin_did_not_close_is_freed)
+{
+	uint32_t key;
+
+	windows_on();
+	key = window_send();
+	window_send_completes();
+	fin_arrives_closing(IBV_WC_GRH, key);	/* a plain SEND */
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(tx->op.err, 0);
+	cr_assert_eq(dev.mw_deallocs, 1);
+	cr_assert_null(tx->mw);
+	cr_assert_eq(ep->mw_freed, 1);
+
+	key = window_send();
+	cr_assert_eq(dev.mw_allocs, 2);
+	window_send_completes();
+	fin_arrives_closing(IBV_WC_WITH_INV, key + 1);	/* not its key */
+	cr_assert_eq(cq_count(), 2);
+	cr_assert_eq(dev.mw_deallocs, 2);
+	cr_assert_eq(ep->mw_freed, 2);
+	windows_off();
+}
+
+/*
+ * The bind fails: the send fails, but only once the RTS behind it has
+ * completed (flushed), since both name the op; a FIN after is dropped, and
+ * the window, bound or not, is freed.
+ */
+Test(rdm_progress, a_failed_bind_fails_the_send_once_the_rts_is_back)
+{
+	windows_on();
+	window_send();
+	ep->sq_posted = 2;
+	complete_next(&tx->op, IBV_WC_MW_BIND_ERR, IBV_WC_BIND_MW, QP_NOW);
+	progress();
+	cr_assert_eq(cq_count(), 0, "the RTS is still the device's");
+	complete_next(&tx->op, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, QP_NOW);
+	progress();
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_neq(tx->op.err, 0);
+	cr_assert_eq(dev.mw_deallocs, 1);
+	windows_off();
+}
+
+/* The device takes the bind but refuses the RTS behind it: the send
+ * fails once the bind completes, without waiting for a FIN. */
+Test(rdm_progress, an_rts_refused_behind_its_bind_fails_with_the_bind)
+{
+	windows_on();
+	dev.refuse_second = 1;
+	window_send();
+	cr_assert_eq(tx->reads_left, 1, "the bind alone is out");
+	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_BIND_MW, QP_NOW);
+	progress();
+	cr_assert_eq(cq_count(), 1);
+	cr_assert_eq(tx->op.err, FI_ENOMEM);
+	cr_assert_eq(dev.mw_deallocs, 1, "bound, never closed: freed");
+	windows_off();
+}
+
+/*
+ * The reader's side: an RTS naming a window is answered with a FIN that
+ * invalidates the window's key, also when the FIN first found the queue
+ * full and went later.
+ */
+Test(rdm_progress, the_fin_closes_the_window_its_rts_named)
+{
+	reading();
+	((struct ibf_rdm_hdr *)bounce->mem)->flags = IBF_RDM_F_WINDOW;
+	dev.refuse = 1;
+	complete_next(&rx->op, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, QP_NOW);
+	progress();
+	cr_assert(bounce->stalled);
+	tx->state = IBF_RDM_TX;
+	tx->conn = tx->post_conn = conn;
+	tx->epoch = tx->post_epoch = 2;
+	ep->sq_posted++;
+	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_SEND, QP_NOW);
+	progress();
+	cr_assert_eq(dev.sends, 1);
+	cr_assert_eq(dev.send_wr_id, (uintptr_t)&bounce->op);
+	cr_assert_eq(((struct ibf_rdm_hdr *)dev.sent)->type, IBF_RDM_FIN);
+	cr_assert_eq(dev.wr.opcode, IBV_WR_SEND_WITH_INV);
+	cr_assert_eq(dev.wr.invalidate_rkey, 0x77);
+}
+
+/* A window is one segment: an RTS naming one in two is dropped. */
+Test(rdm_progress, an_rts_naming_a_window_in_two_segments_is_dropped)
+{
+	struct ibf_rdm_hdr *hdr = (void *)bounce->mem;
+	struct ibf_rdm_rts *rts = (void *)(bounce->mem + IBF_RDM_HDR);
+
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->type = IBF_RDM_RTS;
+	hdr->flags = IBF_RDM_F_WINDOW;
+	rts->len = 32;
+	rts->nseg = 2;
+	rts->seg[0] = (struct ibf_rdm_seg){ .addr = 0x9000, .len = 16, .rkey = 1 };
+	rts->seg[1] = (struct ibf_rdm_seg){ .addr = 0xa000, .len = 16, .rkey = 2 };
+	dev.cq[dev.ncq++] = (struct ibv_wc){
+		.wr_id = (uintptr_t)&bounce->op, .status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV, .qp_num = QP_NOW,
+		.byte_len = IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) +
+			    2 * sizeof(struct ibf_rdm_seg),
+	};
+	progress();
+	cr_assert_eq(ep->dropped, 1);
+	hdr->flags = 0;		/* the same RTS without the flag is fine */
+	dev.cq[dev.ncq++] = (struct ibv_wc){
+		.wr_id = (uintptr_t)&bounce->op, .status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV, .qp_num = QP_NOW,
+		.byte_len = IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) +
+			    2 * sizeof(struct ibf_rdm_seg),
+	};
+	progress();
+	cr_assert_eq(ep->dropped, 1);
 }

@@ -71,6 +71,9 @@ struct ibf_params {
 	char *iface;		/* NULL: every interface */
 	char *device;		/* NULL: every device; else names, commas between */
 	int link_local;		/* list IPv6 link-local addresses too */
+	int rdm_rndv_windows;	/* RDM: open rendezvous sends to their reader
+				 * through memory windows where the device
+				 * has them */
 	int rdm_requested_keys;	/* RDM: requested keys even if hints allow
 				 * the device's */
 	int cm_timeout_ms;

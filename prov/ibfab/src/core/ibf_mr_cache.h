@@ -25,9 +25,12 @@
  * the operation alone, as without a cache.
  *
  * Only local registrations are cached (the device reading from or writing
- * into the buffer).  Registrations a peer uses (rendezvous sends) are made
- * per operation and dropped at its end: a cached one would leave a peer
- * able to read the application's memory long after.
+ * into the buffer, or binding a memory window over it).  Rights a peer
+ * uses (rendezvous sends) are given per operation and taken back at its
+ * end, through a memory window on a cached registration (IBV_ACCESS_MW_BIND
+ * alone gives a peer nothing) or a registration of the operation's own: a
+ * cached remote key would leave a peer able to read the application's
+ * memory long after.
  *
  * The registration itself is the caller's (ops), so the unit tests run the
  * cache without a device.  All calls take the cache's lock: this is the
@@ -52,10 +55,10 @@ struct ibf_mr_cache_ops {
 
 struct ibf_mr_cache_entry {
 	uint32_t lkey;
+	void *handle;		/* ops->reg's registration (an ibv_mr) */
 	/* the rest is the cache's */
 	uintptr_t start, end;	/* registered bytes */
 	int access;
-	void *handle;
 	int refs;		/* operations using it */
 	int dead;		/* invalidated: freed when refs drop to 0 */
 	uint64_t used;		/* last use, for eviction */

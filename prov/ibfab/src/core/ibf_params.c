@@ -30,6 +30,7 @@ static const struct ibf_params ibf_params_default = {
 	.rdm_unexp_max = 16384,
 	.rdm_max_conns = 65536,
 	.mr_cache_max = 1024,
+	.rdm_rndv_windows = 1,
 };
 
 struct ibf_size_param {
@@ -110,6 +111,13 @@ void ibf_params_define(void)
 			"also allow FI_MR_PROV_KEY | FI_MR_VIRT_ADDR (for programs "
 			"that ask for both yet assume requested keys) (default: "
 			"no, only when the hints allow neither)");
+	fi_param_define(&ibf_prov, "rdm_rndv_windows", FI_PARAM_BOOL,
+			"RDM: open a rendezvous send's buffer to its receiver "
+			"through a memory window (type 2), bound on that "
+			"connection alone and closed by the receiver's answer, "
+			"over the buffer's cached registration, where the device "
+			"has windows; no means a registration per send, made and "
+			"dropped with it (default: yes)");
 	fi_param_define(&ibf_prov, "min_rnr_timer", FI_PARAM_INT,
 			"How long a peer waits before resending to an endpoint "
 			"with no receive posted, in the IB encoding: 1 (0.01 ms) "
@@ -146,6 +154,8 @@ void ibf_params_load(void)
 		ibf_params.device = s;
 	if (!fi_param_get_bool(&ibf_prov, "rdm_requested_keys", &iv))
 		ibf_params.rdm_requested_keys = iv;
+	if (!fi_param_get_bool(&ibf_prov, "rdm_rndv_windows", &iv))
+		ibf_params.rdm_rndv_windows = !!iv;
 	if (!fi_param_get_bool(&ibf_prov, "link_local", &iv))
 		ibf_params.link_local = !!iv;
 	if (!fi_param_get_int(&ibf_prov, "cm_timeout", &iv)) {

@@ -75,6 +75,10 @@ static const char *ibf_wr_name(enum ibv_wr_opcode opcode)
 		return "write with immediate";
 	case IBV_WR_RDMA_READ:
 		return "read";
+	case IBV_WR_SEND_WITH_INV:
+		return "send with invalidate";
+	case IBV_WR_BIND_MW:
+		return "window bind";
 	default:
 		return "other";
 	}

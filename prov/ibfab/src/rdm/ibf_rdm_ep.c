@@ -333,6 +333,13 @@ static int ibf_rdm_close(struct fid *fid)
 			 (unsigned long long)ep->stats.reads,
 			 (unsigned long long)ep->stats.atomics,
 			 (unsigned long long)ep->stats.atomics_applied);
+	if (ep->stats.rndv)
+		IBF_INFO(FI_LOG_EP_CTRL, "endpoint closes: %llu rendezvous "
+			 "sends, %llu of them through memory windows (%llu "
+			 "windows freed, not closed by their reader)\n",
+			 (unsigned long long)ep->stats.rndv,
+			 (unsigned long long)ep->stats.rndv_windows,
+			 (unsigned long long)ep->mw_freed);
 	ibf_rdm_cm_stop(&ep->as_conns);	/* disconnects; QPs in the error state */
 	/*
 	 * Nothing else may progress ep from here on, before the drain polls
@@ -508,6 +515,10 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
 	ep->rma_event = !!(info->caps & FI_RMA_EVENT);
 	ep->atomic_target = !!(info->caps & FI_ATOMIC);
+	/* Windows of type 2 (2A, 2B): bound by a work request, for one QP. */
+	ep->mw_ok = ibf_params.rdm_rndv_windows && da->max_mw > 0 &&
+		    (da->device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+					     IBV_DEVICE_MEM_WINDOW_TYPE_2B));
 	ep->base.tx_op_flags = info->tx_attr ?
 			  info->tx_attr->op_flags & ~IBF_RDM_NO_COMP : 0;
 	ep->base.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;

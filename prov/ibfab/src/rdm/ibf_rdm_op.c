@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,8 +115,11 @@ void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep)
 {
 	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
 
-	for (i = 0; ep->ops && i < n; i++)
+	for (i = 0; ep->ops && i < n; i++) {
 		ibf_rdm_unregister(&ep->ops[i]);
+		if (ep->ops[i].mw)
+			ibv_dealloc_mw(ep->ops[i].mw);
+	}
 	ibf_rdm_chunks_free(ep);
 	ep->spare = NULL;
 	if (ep->mem_mr)
@@ -449,8 +453,62 @@ void ibf_rdm_drop(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b,
 
 /* ---- completion ---- */
 
+/*
+ * The window of op's send is done with.  Closed by the peer's FIN
+ * (invalidated, as the completion said): kept for op's next send.  Bound
+ * and not closed so (the peer did not invalidate it, the connection
+ * died, the bind failed): freed, which invalidates it at once, so the
+ * peer cannot read on; the next send allocates another.
+ */
+static void ibf_rdm_mw_close(struct ibf_rdm_op *op)
+{
+	if (op->mw_bound && !op->mw_closed) {
+		if (ibv_dealloc_mw(op->mw))
+			IBF_WARN(FI_LOG_EP_DATA, "ibv_dealloc_mw: %s: a peer may "
+				 "still read a finished send's buffer\n",
+				 strerror(errno));
+		op->mw = NULL;
+		op->ep->mw_freed++;
+	}
+	op->mw_use = op->mw_bound = op->mw_closed = 0;
+}
+
+int ibf_rdm_mw_open(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
+		    void *addr, size_t len, uint32_t *rkey)
+{
+	struct ibf_mr_cache *cache;
+	struct ibf_mr_cache_entry *e;
+	int uncacheable;
+
+	if (!ep->mw_ok || !(cache = ibf_domain_mr_cache(ep->base.domain)))
+		return -FI_ENOSYS;
+	if (!op->mw) {
+		op->mw = ibv_alloc_mw(ep->base.domain->pd, IBV_MW_TYPE_2);
+		if (!op->mw) {
+			IBF_WARN(FI_LOG_EP_DATA, "ibv_alloc_mw: %s: rendezvous "
+				 "sends register their buffers each time\n",
+				 strerror(errno));
+			ep->mw_ok = 0;
+			return -FI_ENOSYS;
+		}
+	}
+	e = ibf_mr_cache_get(cache, addr, len, IBV_ACCESS_MW_BIND, &uncacheable);
+	if (!e)
+		return -FI_ENOSYS;	/* registered per send, or said there */
+	assert(!op->nmrc && !op->mw_use);
+	op->mrc[op->nmrc++] = e;
+	op->mw_rkey = ibv_inc_rkey(op->mw->rkey);	/* the post sets mw->rkey */
+	op->mw_addr = (uintptr_t)addr;
+	op->mw_len = len;
+	op->mw_use = 1;
+	*rkey = op->mw_rkey;
+	return 0;
+}
+
 void ibf_rdm_unregister_any(struct ibf_rdm_op *op)
 {
+	if (op->mw_use)
+		ibf_rdm_mw_close(op);	/* before the registration under it */
 	while (op->nmr)
 		ibv_dereg_mr(op->mr[--op->nmr]);
 	while (op->nmrc)

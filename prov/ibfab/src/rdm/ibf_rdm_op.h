@@ -104,7 +104,12 @@ struct ibf_rdm_upcalls {
 	struct ibf_rdm_op *spare; \
 	struct ibf_rdm_chunk *chunks;	/* the extra bounces, allocated */ \
 	uint32_t nextra, extra_max;	/* FI_IBFAB_RDM_UNEXP_MAX */ \
-	int hcq_need;		/* entries hcq must have: grows with nextra */
+	int hcq_need;		/* entries hcq must have: grows with nextra */ \
+	/* Rendezvous sends open their buffers through memory windows \
+	 * (FI_IBFAB_RDM_RNDV_WINDOWS and the device's type 2 windows); \
+	 * mw_freed: windows freed because no FIN closed them. */ \
+	int mw_ok; \
+	uint64_t mw_freed;
 
 struct ibf_rdm_ep_ops {
 	IBF_RDM_EP_OPS_FIELDS
@@ -211,6 +216,22 @@ struct ibf_rdm_op {
 	int nmr;
 	struct ibf_mr_cache_entry *mrc[IBF_RDM_IOV];
 	int nmrc;
+	/*
+	 * A send op's memory window (type 2), allocated the first time the
+	 * op opens its buffer to a peer that way and kept with the op (no
+	 * system call once warm).  mw_use: this send's RTS names it, with
+	 * key mw_rkey, over the registration mrc[0]; mw_bound: its bind was
+	 * posted; mw_closed: the peer's FIN invalidated it.  A window bound
+	 * and not closed so is freed, never reused (ibf_rdm_mw_close).
+	 */
+	struct ibv_mw *mw;
+	uint32_t mw_rkey;
+	uint8_t mw_use, mw_bound, mw_closed;
+	uint64_t mw_addr, mw_len;	/* what this send's window opens */
+	/* A bounce answering an RTS: its FIN closes the sender's window
+	 * fin_inv_rkey (the RTS said it is one). */
+	uint8_t fin_inv;
+	uint32_t fin_inv_rkey;
 	/* A send waiting in a queue: what to post once connected. */
 	uint32_t wire_len;	/* header + payload in mem */
 	enum ibf_rdm_wr_kind wr_kind;
@@ -331,7 +352,8 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err);
  * it, whichever CQ and thread read it (issue 19).
  */
 void ibf_rdm_release(struct ibf_op *op);
-/* Drop the registrations op made or holds. */
+/* Drop the registrations op made or holds (its window first, which
+ * lies on one of them). */
 void ibf_rdm_unregister_any(struct ibf_rdm_op *op);
 static inline void ibf_rdm_unregister(struct ibf_rdm_op *op)
 {
@@ -346,6 +368,15 @@ static inline void ibf_rdm_unregister(struct ibf_rdm_op *op)
  */
 int ibf_rdm_reg_local(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 		      void *addr, size_t len, int access, uint32_t *lkey);
+/*
+ * Send op's memory window over [addr, addr + len), for its peer to read,
+ * on a registration from the domain's cache: its key-to-be in *rkey and
+ * op->mw_use set (the post binds it, before the RTS); or -FI_ENOSYS when
+ * the endpoint has no windows or the memory cannot be cached (the caller
+ * registers per send).  Closed at op's ibf_rdm_unregister.
+ */
+int ibf_rdm_mw_open(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
+		    void *addr, size_t len, uint32_t *rkey);
 
 /*
  * The sges of the next len bytes of op's iovs (op->iov, op->lkey), from

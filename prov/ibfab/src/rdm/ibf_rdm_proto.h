@@ -57,9 +57,11 @@ extern const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls;
 	uint32_t held; \
 	/* What one-sided work the endpoint did, said at close \
 	 * (FI_LOG_LEVEL info): how a user sees that RMA and atomics went \
-	 * through ibfab. */ \
+	 * through ibfab; and how its rendezvous sends opened their \
+	 * buffers. */ \
 	struct { \
 		uint64_t writes, reads, atomics, atomics_applied; \
+		uint64_t rndv, rndv_windows; \
 	} stats;
 
 struct ibf_rdm_ep_proto {
@@ -178,8 +180,10 @@ void ibf_rdm_read_start(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 void ibf_rdm_on_read(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 		     const struct ibv_wc *wc);
 /* A FIN arrived in bounce b: its send completes. */
-void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b);
-/* Send op's own completion came: half of a rendezvous send. */
+void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
+		    const struct ibv_wc *wc);
+/* One of rendezvous send op's work requests (its window's bind, its RTS)
+ * completed: with the FIN, what it waits for. */
 void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err);
 /* Post the answer built in bounce b (b->wire_len bytes) to its sender;
  * b goes back to the SRQ once it is sent (a full queue parks it). */
