@@ -12,6 +12,8 @@
  *     made to B while B has not read its buffer yet;
  *   - an RTS whose segments do not add up to its length, and a message
  *     shorter than a header;
+ *   - an RTS flagged as a memory window that names a plain registration,
+ *     so that A's FIN invalidates a key that cannot be;
  *   - connection requests claiming a name on another host, B's address
  *     while B is connected, an idle peer's address, and A's own (R does
  *     not know their keys);
@@ -459,6 +461,63 @@ out:
 	node_close(t);
 }
 
+/*
+ * R sends an RTS flagged as a memory window (IBF_RDM_F_WINDOW) that names
+ * a plain registration of its own: A reads it, and its FIN, a SEND WITH
+ * INVALIDATE of that key, can close nothing of R's.  Whatever R's device
+ * makes of that, A's receive has R's bytes, and A's traffic with B goes
+ * on as before.
+ */
+static void window_rts_plain_key(struct node **ns)
+{
+	const size_t len = 64 << 10;
+	uint8_t rts[sizeof(struct ibf_rdm_hdr) + sizeof(struct ibf_rdm_rts)];
+	struct ibf_rdm_hdr *hdr = (void *)rts;
+	struct ibf_rdm_rts *rt = (void *)(rts + sizeof(*hdr));
+	uint8_t *src = xbuf(len), *rb = xbuf(len), m[16] = "after", r[16];
+	struct ibv_mr *mr = NULL;
+	struct comp c;
+	struct rogue g;
+	int ok;
+
+	ok = !rogue_connect(&g, ibft_opts.dst, ibft_opts.dst, 50125,
+			    (struct sockaddr *)ns[0]->name);
+	if (ok)
+		mr = ibv_reg_mr(g.pd, src, len, IBV_ACCESS_REMOTE_READ);
+	if (!IBFT_CHECK(ok && mr, "hostile-window-rts-setup", "R did not "
+			"connect to A, or register its buffer"))
+		goto out;
+	ibft_fill(src, len, 13);
+	memset(rts, 0, sizeof(rts));
+	hdr_init(hdr, IBF_RDM_RTS, g.mine, 15);
+	hdr->flags = IBF_RDM_F_WINDOW | IBF_RDM_F_TAGGED;
+	rt->len = len;
+	rt->nseg = 1;
+	rt->seg[0].addr = (uintptr_t)src;
+	rt->seg[0].len = len;
+	rt->seg[0].rkey = mr ? mr->rkey : 0;
+	c.err = 0;
+	ok = !fi_trecv(ns[0]->ep, rb, len, NULL, FI_ADDR_UNSPEC, 15, 0, rb) &&
+	     !rogue_send(&g, rts, sizeof(rts)) &&
+	     has_comp(ns[0], rb, WAIT_MS, &c) && !c.err && ibft_verify(rb, len, 13);
+	rogue_drain(&g);
+	IBFT_CHECK(ok, "hostile-window-rts-plain-key", "A did not read a "
+		   "window RTS naming a plain registration whole (%s)",
+		   c.err ? fi_strerror(c.err) : "no completion, or other bytes");
+	ok = !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 16, 0, r) &&
+	     !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 16, m)) &&
+	     has_comp(ns[1], r, WAIT_MS, &c) && !c.err && !memcmp(r, m, sizeof(m)) &&
+	     has_comp(ns[0], m, WAIT_MS, &c) && !c.err;
+	IBFT_CHECK(ok, "hostile-window-rts-peer-unharmed", "A's message to B "
+		   "did not arrive after R's window RTS");
+out:
+	if (mr)
+		ibv_dereg_mr(mr);
+	rogue_close(&g);
+	free(src);
+	free(rb);
+}
+
 int main(int argc, char **argv)
 {
 	size_t big = 1 << 20;
@@ -569,6 +628,8 @@ int main(int argc, char **argv)
 	IBFT_CHECK(ok, "hostile-rendezvous-unharmed", "A's send to B did not "
 		   "complete as B read it");
 	rogue_close(&g);
+
+	window_rts_plain_key(ns);
 
 	/* R claims a name on another host than its own. */
 	ok = rogue_connect(&g, ibft_opts.dst, ibft_opts.src, 50124,
