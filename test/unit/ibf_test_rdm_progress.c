@@ -519,6 +519,18 @@ Test(rdm_progress, a_refused_read_fails_the_receive_and_the_life)
 	cr_assert_eq(bounce->state, IBF_RDM_BOUNCE_POSTED);
 }
 
+/* An eager send of tx's on the connection completes: its slot comes
+ * back, and goes to what waits for one. */
+static void slot_comes_back(void)
+{
+	tx->state = IBF_RDM_TX;
+	tx->conn = tx->post_conn = conn;
+	tx->epoch = tx->post_epoch = 2;
+	ep->sq_posted++;
+	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_SEND, QP_NOW);
+	progress();
+}
+
 /* The sender's op 0 sent an RTS on the live connection; a FIN arrives
  * in the bounce with the given cookie and status. */
 static void fin_arrives(uint32_t cookie, int32_t status, uint32_t byte_len)
@@ -685,12 +697,7 @@ Test(rdm_progress, a_fin_the_queue_refuses_goes_with_the_next_slot)
 	cr_assert(bounce->stalled, "the FIN waits for a slot");
 	cr_assert_eq(cq_count(), 1, "the receive is done all the same");
 
-	tx->state = IBF_RDM_TX;
-	tx->conn = tx->post_conn = conn;
-	tx->epoch = tx->post_epoch = 2;
-	ep->sq_posted++;
-	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_SEND, QP_NOW);
-	progress();
+	slot_comes_back();
 	cr_assert_eq(dev.sends, 1);
 	cr_assert_eq(dev.send_wr_id, (uintptr_t)&bounce->op);
 	cr_assert(!bounce->stalled);
@@ -1005,17 +1012,24 @@ Test(rdm_progress, the_fin_closes_the_window_its_rts_named)
 	complete_next(&rx->op, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, QP_NOW);
 	progress();
 	cr_assert(bounce->stalled);
-	tx->state = IBF_RDM_TX;
-	tx->conn = tx->post_conn = conn;
-	tx->epoch = tx->post_epoch = 2;
-	ep->sq_posted++;
-	complete_next(&tx->op, IBV_WC_SUCCESS, IBV_WC_SEND, QP_NOW);
-	progress();
+	slot_comes_back();
 	cr_assert_eq(dev.sends, 1);
 	cr_assert_eq(dev.send_wr_id, (uintptr_t)&bounce->op);
 	cr_assert_eq(((struct ibf_rdm_hdr *)dev.sent)->type, IBF_RDM_FIN);
 	cr_assert_eq(dev.wr.opcode, IBV_WR_SEND_WITH_INV);
 	cr_assert_eq(dev.wr.invalidate_rkey, 0x77);
+}
+
+/* The RTS in the bounce, with its two segments, arrives. */
+static void two_segments_arrive(void)
+{
+	dev.cq[dev.ncq++] = (struct ibv_wc){
+		.wr_id = (uintptr_t)&bounce->op, .status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV, .qp_num = QP_NOW,
+		.byte_len = IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) +
+			    2 * sizeof(struct ibf_rdm_seg),
+	};
+	progress();
 }
 
 /* A window is one segment: an RTS naming one in two is dropped. */
@@ -1031,21 +1045,9 @@ Test(rdm_progress, an_rts_naming_a_window_in_two_segments_is_dropped)
 	rts->nseg = 2;
 	rts->seg[0] = (struct ibf_rdm_seg){ .addr = 0x9000, .len = 16, .rkey = 1 };
 	rts->seg[1] = (struct ibf_rdm_seg){ .addr = 0xa000, .len = 16, .rkey = 2 };
-	dev.cq[dev.ncq++] = (struct ibv_wc){
-		.wr_id = (uintptr_t)&bounce->op, .status = IBV_WC_SUCCESS,
-		.opcode = IBV_WC_RECV, .qp_num = QP_NOW,
-		.byte_len = IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) +
-			    2 * sizeof(struct ibf_rdm_seg),
-	};
-	progress();
+	two_segments_arrive();
 	cr_assert_eq(ep->dropped, 1);
 	hdr->flags = 0;		/* the same RTS without the flag is fine */
-	dev.cq[dev.ncq++] = (struct ibv_wc){
-		.wr_id = (uintptr_t)&bounce->op, .status = IBV_WC_SUCCESS,
-		.opcode = IBV_WC_RECV, .qp_num = QP_NOW,
-		.byte_len = IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) +
-			    2 * sizeof(struct ibf_rdm_seg),
-	};
-	progress();
+	two_segments_arrive();
 	cr_assert_eq(ep->dropped, 1);
 }
