@@ -898,7 +898,6 @@ Test(rdm_progress, a_window_is_bound_with_the_rts_and_kept_once_the_fin_closes_i
 		     IBV_ACCESS_REMOTE_READ);
 	cr_assert_eq(dev.wr2.opcode, IBV_WR_SEND);
 	cr_assert(((struct ibf_rdm_hdr *)tx->mem)->flags & IBF_RDM_F_WINDOW);
-	cr_assert_eq(the_mw.rkey, key, "the window is known by its new key");
 
 	window_send_completes();
 	cr_assert_eq(cq_count(), 0, "the FIN is awaited");
@@ -910,6 +909,8 @@ Test(rdm_progress, a_window_is_bound_with_the_rts_and_kept_once_the_fin_closes_i
 	cr_assert_eq(ep->mw_freed, 0);
 
 	key2 = window_send();
+	cr_assert_eq(dev.wr.bind_mw.rkey, key2);
+	cr_assert_eq(the_mw.rkey, key, "the bind names the window by its key");
 	cr_assert_eq(dev.mw_allocs, 1, "no new window");
 	cr_assert_eq(cache_regs, 1, "no new registration");
 	cr_assert_eq(key2, ibv_inc_rkey(key));
@@ -959,6 +960,32 @@ Test(rdm_progress, a_window_the_fin_did_not_close_is_freed)
 	cr_assert_eq(cq_count(), 2);
 	cr_assert_eq(dev.mw_deallocs, 2);
 	cr_assert_eq(ep->mw_freed, 2);
+	windows_off();
+}
+
+/* The device refuses the whole post (a full queue): the window is not
+ * bound, keeps its key, and the retry binds it under the same new key. */
+Test(rdm_progress, a_refused_post_leaves_the_window_unbound)
+{
+	struct iovec iov;
+	uint32_t key;
+
+	windows_on();
+	iov = (struct iovec){ win_buf, WIN_LEN };
+	tx->state = IBF_RDM_NEW;
+	tx->conn = conn;
+	ibf_rdm_hdr_set((void *)tx->mem, IBF_RDM_RTS, 0, 0);
+	cr_assert_eq(ibf_rdm_rts_build(&ep->as_proto, tx, &iov, 1, WIN_LEN), 0);
+	key = ((struct ibf_rdm_rts *)(tx->mem + IBF_RDM_HDR))->seg[0].rkey;
+	dev.refuse = 1;
+	cr_assert_neq(ibf_rdm_post_built(conn, tx), 0);
+	cr_assert_eq(tx->mw_bound, 0);
+	cr_assert_eq(tx->mw_key, 0x12300, "the window's key is the old one");
+	tx->state = IBF_RDM_NEW;
+	cr_assert_eq(ibf_rdm_post_built(conn, tx), 0);
+	cr_assert_eq(dev.wr.bind_mw.rkey, key);
+	cr_assert_eq(tx->mw_bound, 1);
+	cr_assert_eq(tx->mw_key, key);
 	windows_off();
 }
 

@@ -491,13 +491,18 @@ int ibf_rdm_mw_open(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 			ep->mw_ok = 0;
 			return -FI_ENOSYS;
 		}
+		op->mw_key = op->mw->rkey;
 	}
 	e = ibf_mr_cache_get(cache, addr, len, IBV_ACCESS_MW_BIND, &uncacheable);
 	if (!e)
 		return -FI_ENOSYS;	/* registered per send, or said there */
 	assert(!op->nmrc && !op->mw_use);
 	op->mrc[op->nmrc++] = e;
-	op->mw_rkey = ibv_inc_rkey(op->mw->rkey);	/* the post sets mw->rkey */
+	/* The provider names the window by its key in a bind: the one its
+	 * last bind gave (the post that made it cannot store it: the op may
+	 * complete on another thread before that post returns). */
+	op->mw->rkey = op->mw_key;
+	op->mw_rkey = ibv_inc_rkey(op->mw_key);
 	op->mw_addr = (uintptr_t)addr;
 	op->mw_len = len;
 	op->mw_use = 1;

@@ -220,12 +220,14 @@ struct ibf_rdm_op {
 	 * A send op's memory window (type 2), allocated the first time the
 	 * op opens its buffer to a peer that way and kept with the op (no
 	 * system call once warm).  mw_use: this send's RTS names it, with
-	 * key mw_rkey, over the registration mrc[0]; mw_bound: its bind was
-	 * posted; mw_closed: the peer's FIN invalidated it.  A window bound
-	 * and not closed so is freed, never reused (ibf_rdm_mw_close).
+	 * key mw_rkey, over the registration mrc[0]; mw_key: the window's
+	 * key before this send's bind, mw_rkey once it is posted; mw_bound:
+	 * its bind was posted; mw_closed: the peer's FIN invalidated it.  A
+	 * window bound and not closed so is freed, never reused
+	 * (ibf_rdm_mw_close).
 	 */
 	struct ibv_mw *mw;
-	uint32_t mw_rkey;
+	uint32_t mw_rkey, mw_key;
 	uint8_t mw_use, mw_bound, mw_closed;
 	uint64_t mw_addr, mw_len;	/* what this send's window opens */
 	/* A bounce answering an RTS: its FIN closes the sender's window

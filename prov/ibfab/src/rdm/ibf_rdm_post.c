@@ -126,29 +126,32 @@ static int ibf_rdm_post_msg(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 			    uint32_t epoch, const uint32_t *inv_rkey)
 {
 	struct ibv_send_wr wr[2], *send = wr;
+	uint32_t key = 0;
 	int n = 1, ret;
 
 	if (unlikely(op->mw_use)) {
 		ibf_rdm_wr_bind(&wr[0], op);
 		send = &wr[1];
 		n = 2;
+		/* Before the post: the FIN may be taken on another thread
+		 * before it returns. */
+		key = op->mw_key;
+		op->mw_key = op->mw_rkey;
+		op->mw_bound = 1;
 	}
 	ibf_rdm_wr_init(send, inv_rkey ? IBV_WR_SEND_WITH_INV : IBV_WR_SEND,
 			sge, nsge, IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0));
 	if (inv_rkey)
 		send->invalidate_rkey = *inv_rkey;
 	ret = ibf_rdm_post_wrs(conn, op, wr, n, 0, epoch);
-	if (n == 2 && ret > 0) {
-		/* The window's key from now on: the provider names the window
-		 * by it in the next bind (as ibv_bind_mw keeps it). */
-		op->mw->rkey = op->mw_rkey;
-		op->mw_bound = 1;
-		if (ret == 1) {
-			/* The RTS was refused behind the bind (read_err set):
-			 * neither its completion nor a FIN will come. */
-			op->fin_seen = 1;
-			op->reads_left -= 2;
-		}
+	if (n == 2 && ret < 0) {
+		op->mw_key = key;	/* nothing went */
+		op->mw_bound = 0;
+	} else if (n == 2 && ret == 1) {
+		/* The RTS was refused behind the bind (read_err set): neither
+		 * its completion nor a FIN will come. */
+		op->fin_seen = 1;
+		op->reads_left -= 2;
 	}
 	return ret < 0 ? ret : 0;
 }
