@@ -190,7 +190,7 @@ int pingpong_one(struct node *a, fi_addr_t to_b, struct node *b,
 static void test_pingpong(int tagged)
 {
 	struct node *ns[2];
-	size_t sizes[] = { 0, 1, 64, 4096, 8192, 8193, 16384, 16385, 65536,
+	size_t sizes[] = { 0, 1, 64, 4096, 8192, 8193, 16384, 16385, 32768, 32769, 65536,
 			   1 << 20, 4 << 20, 64 << 20 };
 	size_t i, max = ibft_opts.max_size;
 	const char *name = tagged ? "rdm-pingpong-tagged" : "rdm-pingpong-msg";
@@ -569,7 +569,7 @@ static int multi_recv_post(struct node *n, uint8_t *buf, size_t len, size_t min)
 /*
  * FI_MULTI_RECV: one buffer takes message after message, each reported
  * where it landed; the one that leaves less than FI_OPT_MIN_MULTI_RECV
- * releases it (FI_MULTI_RECV).  The first message is a rendezvous one.
+ * releases it (FI_MULTI_RECV).  The first message is the largest.
  */
 static void test_multi_recv(void)
 {

@@ -472,17 +472,20 @@ void test_dead_peer(void)
 
 /*
  * A peer whose eager messages are larger than ours (FI_IBFAB_EAGER_SIZE
- * set otherwise in its process): its 24 KiB eager message does not fit
+ * set otherwise in its process): its 48 KiB eager message does not fit
  * our receive buffers, the receive fails and our QP with it.  That must
  * end the connection, as a failed send does, so that our next message
  * to the peer reconnects and arrives (it used to be flushed, connection
  * after connection, until the peer disconnected).  The child sends the
  * large message, then waits for ours.
  */
+/* Above our eager size (32 KiB by default), within the child's (64 KiB). */
+#define BIG_EAGER (48 << 10)
+
 int big_eager_side(int in, int out)
 {
 	struct node *n = node_open(1, FI_TAGGED, 0);
-	uint8_t peer[64], *big = xbuf(24 << 10), r[64] = "";
+	uint8_t peer[64], *big = xbuf(BIG_EAGER), r[64] = "";
 	size_t plen;
 	struct comp c = { 0 };
 	char x;
@@ -490,9 +493,9 @@ int big_eager_side(int in, int out)
 	if (!n || swap_names(n, in, out, peer, &plen) ||
 	    fi_av_insert(n->av, peer, 1, &n->peer[0], 0, NULL) != 1)
 		return 1;
-	memset(big, 7, 24 << 10);
+	memset(big, 7, BIG_EAGER);
 	fi_trecv(n->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 32, 0, r);
-	POST(fi_tsend(n->ep, big, 24 << 10, NULL, n->peer[0], 30, big));
+	POST(fi_tsend(n->ep, big, BIG_EAGER, NULL, n->peer[0], 30, big));
 	while (!wait_comp(n, &c, WAIT_MS) && c.e.op_context != big)
 		;
 	xwrite(out, c.e.op_context == big && c.err ? "e" : "?", 1);
@@ -510,7 +513,7 @@ void test_receive_failure(void)
 {
 	struct child ch;
 	struct node *a;
-	uint8_t peer[64], m[64] = "after", *big = xbuf(32 << 10);
+	uint8_t peer[64], m[64] = "after", *big = xbuf(2 * BIG_EAGER);
 	size_t plen;
 	fi_addr_t b;
 	struct comp c = { 0 };
@@ -523,13 +526,13 @@ void test_receive_failure(void)
 		free(big);
 		return;
 	}
-	setenv("FI_IBFAB_EAGER_SIZE", "32768", 1);	/* the child's */
+	setenv("FI_IBFAB_EAGER_SIZE", "65536", 1);	/* the child's */
 	ok = !spawn(&ch, "bigeager");
 	unsetenv("FI_IBFAB_EAGER_SIZE");
 	a = ok ? node_open(0, FI_TAGGED, 0) : NULL;
 	ok = a && !swap_names(a, ch.from, ch.to, peer, &plen) &&
 	     fi_av_insert(a->av, peer, 1, &b, 0, NULL) == 1 &&
-	     !fi_trecv(a->ep, big, 32 << 10, NULL, FI_ADDR_UNSPEC, 30, 0, big);
+	     !fi_trecv(a->ep, big, 2 * BIG_EAGER, NULL, FI_ADDR_UNSPEC, 30, 0, big);
 	/* The large message fails at both ends; we see ours go by. */
 	ok = ok && !xread(ch.from, &x, 1) && x == 'e';
 	idle(a, 500);

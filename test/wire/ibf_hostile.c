@@ -365,7 +365,7 @@ static int rogue_bad_write(struct rogue *g)
 }
 
 /* R sends A a message larger than A's receive buffers (FI_IBFAB_EAGER_SIZE,
- * 16 KiB by default): A's receive fails, and its QP with it. */
+ * 32 KiB by default): A's receive fails, and its QP with it. */
 static int rogue_oversized(struct rogue *g)
 {
 	static uint8_t big[40 << 10];

@@ -24,7 +24,7 @@ static const struct ibf_params ibf_params_default = {
 	.link_local = 0,
 	.cm_timeout_ms = 2000,
 	.min_rnr_timer = 8,
-	.eager_size = 16384,
+	.eager_size = 32768,
 	.rdm_qp_depth = 256,
 	.rdm_connect_ms = 10000,
 	.rdm_unexp_max = 16384,
@@ -54,7 +54,7 @@ static struct ibf_size_param ibf_size_params[] = {
 	{ "eager_size", &ibf_params.eager_size, 64, 1 << 20,
 	  "Rendezvous threshold of FI_EP_RDM endpoints (larger messages are "
 	  "read by the receiver), and largest message of an FI_EP_MSG endpoint "
-	  "opened with FI_TAGGED (default: 16384)" },
+	  "opened with FI_TAGGED (default: 32768)" },
 	{ "rdm_qp_depth", &ibf_params.rdm_qp_depth, 8, 1 << 16,
 	  "Send queue depth of each queue pair of an FI_EP_RDM endpoint, one "
 	  "per peer: device memory spent per peer (default: 256)" },
