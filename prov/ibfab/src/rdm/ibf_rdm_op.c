@@ -480,8 +480,13 @@ int ibf_rdm_mw_open(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 	struct ibf_mr_cache_entry *e;
 	int uncacheable;
 
-	if (!ep->mw_ok || !(cache = ibf_domain_mr_cache(ep->base.domain)))
+	if (!ep->mw_ok)
 		return -FI_ENOSYS;
+	cache = ibf_domain_mr_cache(ep->base.domain);
+	if (!cache) {
+		ep->mw_ok = 0;	/* the domain's choice, for good: ask no more */
+		return -FI_ENOSYS;
+	}
 	if (!op->mw) {
 		op->mw = ibv_alloc_mw(ep->base.domain->pd, IBV_MW_TYPE_2);
 		if (!op->mw) {

@@ -38,6 +38,8 @@ static int ibf_rdm_rts_window(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op
 	size_t i, n = 0, one = 0;
 	uint32_t rkey;
 
+	if (!ep->mw_ok)
+		return -FI_ENOSYS;	/* registered per send: no scan */
 	for (i = 0; i < count; i++)
 		if (iov[i].iov_len) {
 			n++;
