@@ -104,6 +104,39 @@ Test(mr_cache, hits_inside_a_registration)
 	munmap(p, MB);
 }
 
+/* Linked with -Wl,--wrap=malloc: the cache's allocations on this thread,
+ * counted while counting is set. */
+void *__real_malloc(size_t n);
+static __thread int counting, mallocs;
+
+void *__wrap_malloc(size_t n)
+{
+	if (counting)
+		mallocs++;
+	return __real_malloc(n);
+}
+
+/* A hit is on the data path (every rendezvous send): no allocation. */
+Test(mr_cache, a_hit_allocates_nothing)
+{
+	char *p = map(MB, NULL);
+	struct ibf_mr_cache_entry *a = get(p, MB, 0), *b;
+
+	counting = 1;
+	b = get(p + 4096, 8192, 0);
+	counting = 0;
+	cr_assert_eq(a, b);
+	cr_assert_eq(mallocs, 0, "a hit called malloc %d times", mallocs);
+	counting = 1;
+	ibf_mr_cache_put(cache, b);
+	b = get(p + 8192, 4096, 0);
+	ibf_mr_cache_put(cache, b);
+	counting = 0;
+	cr_assert_eq(mallocs, 0, "a hit called malloc %d times", mallocs);
+	ibf_mr_cache_put(cache, a);
+	munmap(p, MB);
+}
+
 Test(mr_cache, access_must_cover)
 {
 	char *p = map(MB, NULL);

@@ -369,6 +369,25 @@ static void ibf_mr_cache_evict(struct ibf_mr_cache *c,
 	}
 }
 
+/* A live entry covering [start, end) with access, taken (lock held), or
+ * NULL. */
+static struct ibf_mr_cache_entry *
+ibf_mr_cache_hit(struct ibf_mr_cache *c, uintptr_t start, uintptr_t end,
+		 int access)
+{
+	struct ibf_mr_cache_entry *e;
+
+	for (e = c->head; e; e = e->next) {
+		if (e->handle && e->start <= start && e->end >= end &&
+		    (e->access & access) == access) {
+			e->refs++;
+			e->used = ++c->clock;
+			return e;
+		}
+	}
+	return NULL;
+}
+
 /*
  * The registration itself is made without the lock: an munmap() elsewhere
  * waits for the monitor, which waits for the lock, and a registration can
@@ -382,22 +401,24 @@ struct ibf_mr_cache_entry *ibf_mr_cache_get(struct ibf_mr_cache *c,
 {
 	uintptr_t start = (uintptr_t)addr, end = start + len;
 	struct ibf_mr_cache_entry *e, *dead = NULL, *evicted = NULL;
-	struct ibf_mr_cache_entry *fresh = malloc(sizeof(*fresh));
+	struct ibf_mr_cache_entry *fresh = NULL;
 	void *handle = NULL;
 	uint32_t lkey;
 
 	*uncacheable = 0;
 	pthread_mutex_lock(&ibf_mon.lock);
-	dead = c->grave;
+	dead = c->grave;	/* freed below, without the lock */
 	c->grave = NULL;
-	for (e = c->head; e; e = e->next) {
-		if (e->handle && e->start <= start && e->end >= end &&
-		    (e->access & access) == access) {
-			e->refs++;
-			e->used = ++c->clock;
-			goto out;
-		}
-	}
+	if ((e = ibf_mr_cache_hit(c, start, end, access)))
+		goto out;	/* a hit allocates nothing */
+	/* A miss: the new entry is allocated without the lock (malloc may
+	 * unmap), then the lookup is made again, as another thread may have
+	 * registered the range meanwhile. */
+	pthread_mutex_unlock(&ibf_mon.lock);
+	fresh = malloc(sizeof(*fresh));
+	pthread_mutex_lock(&ibf_mon.lock);
+	if ((e = ibf_mr_cache_hit(c, start, end, access)))
+		goto out;
 	if (!fresh) {
 		errno = ENOMEM;
 		goto out;
