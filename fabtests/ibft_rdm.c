@@ -672,7 +672,7 @@ int main(int argc, char **argv)
 	const char *t;
 
 	ibft_parse(argc, argv, "(-s ADDR0 [-d ADDR1]; -t getinfo|av|pingpong|tagorder|"
-		   "directed|peek|cancel|ssend|args|trunc|cqdata|many|sread|burst|backlog|sharedav|poll|multirecv|auto|threads|simul|deadpeer|share|linkdown)");
+		   "directed|peek|cancel|ssend|args|trunc|cqdata|many|sread|burst|backlog|unread|sharedav|poll|multirecv|auto|threads|simul|deadpeer|share|linkdown)");
 	if (!ibft_opts.src) {
 		fprintf(stderr, "ibft_rdm needs -s ADDR0\n");
 		return 2;
@@ -728,6 +728,8 @@ int main(int argc, char **argv)
 		test_burst();
 	if (RUN("backlog"))
 		test_unexpected_backlog();
+	if (RUN("unread"))
+		test_unread_send_cq();
 	if (RUN("sharedav"))
 		test_shared_av();
 	if (RUN("poll"))

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * FI_EP_RDM under load (run by ibft_rdm): many endpoints all to all,
- * bursts beyond the queues, and a backlog of unexpected messages.
+ * bursts beyond the queues, a backlog of unexpected messages, and a send
+ * CQ nobody reads.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -182,4 +183,124 @@ out:
 	}
 	free(sbuf);
 	free(rbuf);
+}
+
+/* n's endpoint again, its sends completing to scq, its receives to its
+ * own CQ. */
+static int reopen_apart(struct node *n, struct fid_cq *scq)
+{
+	int ret;
+
+	IBFT_CLOSE(n->ep);
+	n->ep = NULL;
+	ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_RECV);
+	if (!ret)
+		ret = fi_ep_bind(n->ep, &scq->fid, FI_TRANSMIT);
+	if (!ret)
+		ret = fi_enable(n->ep);
+	n->namelen = sizeof(n->name);
+	if (!ret)
+		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
+	return ret;
+}
+
+/* The next send completion in scq (everyone progressed meanwhile): its
+ * context is want's.  0, or -1 on a timeout, an error or another. */
+static int send_comp(struct fid_cq *scq, void *want)
+{
+	struct fi_cq_tagged_entry e;
+	long end = now_ms() + WAIT_MS;
+	ssize_t r;
+
+	while ((r = fi_cq_read(scq, &e, 1)) == -FI_EAGAIN && now_ms() < end)
+		poll_all();
+	if (r != 1 || e.op_context != want) {
+		printf("# send completion: %zd, context %p, expected %p\n", r,
+		       r == 1 ? e.op_context : NULL, want);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A sender reads its receive CQ (which progresses it) but not its send CQ,
+ * bound apart: its send completions wait there unread, and none may be
+ * lost or overwritten however many sends follow.  ibfab copies each
+ * completion into the CQ where it completes and frees its op at once, so
+ * it counts the unread ones against tx_size: once tx_size wait, a send
+ * answers -FI_EAGAIN until the application reads one, and never before
+ * (checked for ibfab; other providers may queue more).
+ */
+void test_unread_send_cq(void)
+{
+	enum { TX = 16, N = TX + 8, LEN = 64 };
+	static uint8_t rbuf[N][LEN], sbuf[N][LEN];
+	static struct fi_context ctx[N];
+	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_TAGGED };
+	struct fid_cq *scq = NULL;
+	struct node *ns[2] = { NULL, NULL };
+	struct comp c;
+	int i, ok = 1, done = 0, stalls = 0, early = 0, got = 0;
+	long end;
+	ssize_t r;
+
+	want_tx_size = TX;
+	ns[0] = node_open(0, FI_TAGGED, 0);
+	want_tx_size = 0;
+	ns[1] = node_open(1, FI_TAGGED, 0);
+	if (!ns[0] || !ns[1])
+		goto out;
+	ok = !fi_cq_open(ns[0]->domain, &attr, &scq, NULL) &&
+	     !reopen_apart(ns[0], scq) && !insert_all(ns, 2);
+	IBFT_CHECK(ok, "rdm-unread-send-cq-open", "an endpoint with a send CQ "
+		   "of its own (tx_size %d)", TX);
+	for (i = 0; ok && i < N; i++)
+		ok = !POST(fi_trecv(ns[1]->ep, rbuf[i], LEN, NULL,
+				    FI_ADDR_UNSPEC, i, 0, rbuf[i]));
+	for (i = 0; ok && i < N; i++) {
+		ibft_fill(sbuf[i], LEN, i);
+		/* With room left, a send must go; once tx_size completions
+		 * wait unread, 300 ms of progress show it will not. */
+		end = now_ms() + (i - done < TX ? WAIT_MS : 300);
+		while ((r = fi_tsend(ns[0]->ep, sbuf[i], LEN, NULL,
+				     ns[0]->peer[1], i, &ctx[i])) == -FI_EAGAIN &&
+		       now_ms() < end)
+			poll_all();
+		if (r == -FI_EAGAIN) {
+			stalls++;
+			early += i - done < TX;
+			ok = !send_comp(scq, &ctx[done]);	/* read one */
+			done++;
+			i--;	/* and send this one again */
+			continue;
+		}
+		ok = !r;
+	}
+	for (; ok && done < N; done++)
+		ok = !send_comp(scq, &ctx[done]);
+	IBFT_CHECK(ok, "rdm-unread-send-cq", "%d of %d send completions read, "
+		   "in order, each once", done, N);
+	for (; ok && got < N; got++) {
+		ok = !wait_comp(ns[1], &c, WAIT_MS) && !c.err &&
+		     c.e.tag == (uint64_t)got && c.e.len == LEN &&
+		     ibft_verify(rbuf[got], LEN, got);
+	}
+	IBFT_CHECK(ok, "rdm-unread-send-cq-data", "%d of %d messages arrived "
+		   "intact", got, N);
+	printf("# %d sends refused until a completion was read (%d with "
+	       "room left)\n", stalls, early);
+	if (!strcmp(ibft_opts.prov, "ibfab"))
+		IBFT_CHECK(ok && stalls == N - TX && !early,
+			   "rdm-unread-send-cq-bound", "%d refusals, %d of them "
+			   "with room left (expected %d, 0)", stalls, early,
+			   N - TX);
+out:
+	if (ns[0])
+		IBFT_CLOSE(ns[0]->ep);	/* it holds scq, which its domain holds */
+	IBFT_CLOSE(scq);
+	close_all();
 }

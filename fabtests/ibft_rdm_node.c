@@ -16,6 +16,7 @@ enum fi_wait_obj want_wait = FI_WAIT_NONE;
 uint64_t want_mr_mode;
 enum fi_threading want_threading = FI_THREAD_DOMAIN;
 size_t want_rx_size;
+size_t want_tx_size;
 
 struct fi_info *rdm_hints(uint64_t caps)
 {
@@ -29,6 +30,7 @@ struct fi_info *rdm_hints(uint64_t caps)
 	h->domain_attr->threading = want_threading;
 	h->domain_attr->data_progress = want_progress;
 	h->rx_attr->size = want_rx_size;
+	h->tx_attr->size = want_tx_size;
 	return h;
 }
 

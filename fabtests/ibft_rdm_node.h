@@ -46,6 +46,7 @@ extern int nnodes;
 extern enum fi_progress want_progress;
 extern enum fi_threading want_threading;
 extern size_t want_rx_size;	/* rx_attr->size to ask for; 0: the default */
+extern size_t want_tx_size;	/* tx_attr->size, the same */
 /* A named AV to open (with want_av_flags, e.g. FI_READ), or NULL. */
 extern const char *want_av_name;
 extern uint64_t want_av_flags;
@@ -138,6 +139,7 @@ void test_away_peer(void);
 void test_many(int count);
 void test_burst(void);
 void test_unexpected_backlog(void);
+void test_unread_send_cq(void);
 /* ibft_rdm_wait.c: fi_cq_sread, poll sets, automatic progress. */
 void test_sread(void);
 void test_poll(void);

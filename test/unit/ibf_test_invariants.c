@@ -58,13 +58,12 @@ Test(op_life, the_engine_lives_are_allowed)
 {
 	LIFE(IBF_RDM_FREE, IBF_RDM_NEW, IBF_RDM_TX, IBF_RDM_FREE);
 	LIFE(IBF_RDM_FREE, IBF_RDM_NEW, IBF_RDM_QUEUED, IBF_RDM_TX_RTS,
-	     IBF_RDM_TX_RTS, IBF_RDM_DONE, IBF_RDM_FREE);
-	LIFE(IBF_RDM_NEW, IBF_RDM_QUEUED, IBF_RDM_DONE);	/* peer gone */
+	     IBF_RDM_TX_RTS, IBF_RDM_FREE);
+	LIFE(IBF_RDM_NEW, IBF_RDM_QUEUED, IBF_RDM_FREE);	/* peer gone */
 	LIFE(IBF_RDM_NEW, IBF_RDM_TX_KEYQ, IBF_RDM_TX_RMA, IBF_RDM_TX_RMA,
 	     IBF_RDM_FREE);
-	LIFE(IBF_RDM_NEW, IBF_RDM_TX_ATOMIC, IBF_RDM_DONE);
-	LIFE(IBF_RDM_NEW, IBF_RDM_RX_POSTED, IBF_RDM_RX_READ, IBF_RDM_DONE,
-	     IBF_RDM_FREE);
+	LIFE(IBF_RDM_NEW, IBF_RDM_TX_ATOMIC, IBF_RDM_FREE);
+	LIFE(IBF_RDM_NEW, IBF_RDM_RX_POSTED, IBF_RDM_RX_READ, IBF_RDM_FREE);
 	LIFE(IBF_RDM_FREE, IBF_RDM_BOUNCE_POSTED, IBF_RDM_BOUNCE_POSTED,
 	     IBF_RDM_BOUNCE_HELD, IBF_RDM_BOUNCE_CLAIMED, IBF_RDM_BOUNCE_HELD,
 	     IBF_RDM_BOUNCE_FIN, IBF_RDM_BOUNCE_SPARE, IBF_RDM_BOUNCE_POSTED);
@@ -78,16 +77,13 @@ Test(op_life, broken_lives_are_refused)
 	static const enum ibf_rdm_op_state bad[][2] = {
 		{ IBF_RDM_FREE, IBF_RDM_FREE },		/* freed twice */
 		{ IBF_RDM_FREE, IBF_RDM_TX },		/* posted, never taken */
-		{ IBF_RDM_DONE, IBF_RDM_TX },		/* posted while reported */
-		{ IBF_RDM_DONE, IBF_RDM_DONE },		/* reported twice */
 		{ IBF_RDM_RX_POSTED, IBF_RDM_TX },	/* a receive sent */
 		{ IBF_RDM_TX, IBF_RDM_RX_READ },	/* a send reads */
 		{ IBF_RDM_TX_ATOMIC, IBF_RDM_TX_RMA },
 		{ IBF_RDM_BOUNCE_POSTED, IBF_RDM_FREE },	/* a bounce to a free list */
-		{ IBF_RDM_BOUNCE_HELD, IBF_RDM_DONE },
+		{ IBF_RDM_BOUNCE_HELD, IBF_RDM_FREE },
 		{ IBF_RDM_BOUNCE_SPARE, IBF_RDM_BOUNCE_HELD },	/* held off the SRQ */
 		{ IBF_RDM_DRAIN, IBF_RDM_FREE },	/* a drain is the grave's */
-		{ IBF_RDM_NEW, IBF_RDM_DONE },		/* a completion never posted */
 		{ IBF_RDM_OP_STATES, IBF_RDM_FREE },	/* no state */
 		{ IBF_RDM_FREE, IBF_RDM_OP_STATES },
 	};
@@ -167,11 +163,6 @@ static struct ibf_rdm_ep_ops *fake_ep(void)
 	return &ep->as_ops;	/* its lock is off (zeroed): no threading level */
 }
 
-static void release(void *op)
-{
-	ibf_rdm_release(&((struct ibf_rdm_op *)op)->op);
-}
-
 static void op_free(void *op)
 {
 	ibf_rdm_op_free(op);
@@ -180,17 +171,6 @@ static void op_free(void *op)
 static void retire(void *op)
 {
 	ibf_ring_retire(op);
-}
-
-/* An application's read is what releases an op: one not completed yet
- * (still posted, say) must not go back to the pool. */
-Test(invariants, releasing_an_op_not_completed_aborts)
-{
-	struct ibf_rdm_op op = { .op.kind = IBF_OP_RDM, .ep = fake_ep(),
-				 .state = IBF_RDM_RX_POSTED };
-
-	cr_assert(aborts(release, &op));
-	free(op.ep);
 }
 
 /* An op freed twice would sit in the free list twice. */
@@ -208,12 +188,14 @@ static void complete(void *op)
 	ibf_rdm_complete(op, -FI_EIO);
 }
 
-/* A completion of an op that was never posted: the move asserts. */
+/* A completion of an op that was never posted (nor queued) asserts. */
 Test(invariants, completing_an_op_never_posted_aborts)
 {
 	struct ibf_rdm_op op = { .op.kind = IBF_OP_RDM, .ep = fake_ep(),
 				 .state = IBF_RDM_NEW, .op.context = &op };
 
+	cr_assert(aborts(complete, &op));
+	op.state = IBF_RDM_FREE;	/* or completed twice */
 	cr_assert(aborts(complete, &op));
 	free(op.ep);
 }

@@ -25,6 +25,7 @@
 
 #include <criterion/criterion.h>
 
+#include "ibf_cq_impl.h"	/* ibf_cq_soft_next: the CQ reader's step */
 #include "ibf_mr_cache.h"
 #include "ibf_rdm.h"
 
@@ -202,7 +203,6 @@ static void setup(void)
 	rx = &ep->ops[1];
 	bounce = &ep->ops[2];
 	tx->op.kind = rx->op.kind = bounce->op.kind = IBF_OP_RDM;
-	tx->op.release = rx->op.release = bounce->op.release = ibf_rdm_release;
 	tx->ep = rx->ep = bounce->ep = &ep->as_ops;
 	tx->mem = mem[0];
 	bounce->mem = mem[1];
@@ -426,9 +426,22 @@ static uint32_t cq_count(void)
 	return cq->soft_tail - cq->soft_head;
 }
 
-static struct ibf_op *cq_first(void)
+static const struct ibf_cq_soft_entry *cq_first(void)
 {
-	return cq->soft[cq->soft_head & (cq->soft_size - 1)];
+	return &cq->soft[cq->soft_head & (cq->soft_size - 1)];
+}
+
+/* The first completion the CQ holds is op's (a copy, op free again). */
+static void cq_first_is(const struct ibf_rdm_op *op)
+{
+	const struct ibf_cq_soft_entry *s = cq_first();
+
+	cr_assert_eq(s->e.op_context, op->op.context);
+	cr_assert_eq(s->e.flags, op->op.flags);
+	cr_assert_eq(s->e.err, op->op.err);
+	cr_assert_eq(s->room, op < ep->ops + ep->ntx ? &ep->tx_room : &ep->rx_room,
+		     "counted against its direction's room");
+	cr_assert_eq(op->state, IBF_RDM_FREE, "freed where it completed");
 }
 
 /* A receive reading, from the bounce holding the RTS, 16 bytes the
@@ -484,9 +497,8 @@ Test(rdm_progress, a_finished_read_answers_with_a_fin)
 	cr_assert_eq(fin->status, 0);
 	cr_assert_eq(bounce->state, IBF_RDM_BOUNCE_FIN);
 	cr_assert_eq(cq_count(), 1);
-	cr_assert_eq(cq_first(), &rx->op);
-	cr_assert_eq(rx->op.err, 0);
-	cr_assert_eq(rx->state, IBF_RDM_DONE);
+	cq_first_is(rx);
+	cr_assert_eq(cq_first()->e.err, 0);
 	cr_assert_eq(conn->state, IBF_CONN_CONNECTED);
 
 	ep->nbounce = 1;
@@ -509,7 +521,7 @@ Test(rdm_progress, a_refused_read_fails_the_receive_and_the_life)
 	complete_next(&rx->op, IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_READ, QP_NOW);
 	progress();
 	cr_assert_eq(cq_count(), 1);
-	cr_assert_eq(cq_first(), &rx->op);
+	cq_first_is(rx);
 	cr_assert_eq(rx->op.err, FI_EACCES);
 	cr_assert_eq(conn->state, IBF_CONN_IDLE);
 	cr_assert_eq(conn->epoch, 3);
@@ -567,7 +579,7 @@ Test(rdm_progress, a_fin_with_an_error_fails_the_send)
 	rts_out();
 	fin_arrives(0, -FI_EACCES, FIN_LEN);
 	cr_assert_eq(cq_count(), 1);
-	cr_assert_eq(cq_first(), &tx->op);
+	cq_first_is(tx);
 	cr_assert_eq(tx->op.err, FI_EACCES);
 	cr_assert_eq(ep->dropped, 0);
 	cr_assert_eq(dev.srq_posts, 1);
@@ -677,7 +689,7 @@ Test(rdm_progress, a_failed_rts_fails_the_send_at_once)
 	complete_next(&tx->op, IBV_WC_RETRY_EXC_ERR, IBV_WC_SEND, QP_NOW);
 	progress();
 	cr_assert_eq(cq_count(), 1);
-	cr_assert_eq(cq_first(), &tx->op);
+	cq_first_is(tx);
 	cr_assert_eq(tx->op.err, FI_ETIMEDOUT);
 	cr_assert_eq(conn->state, IBF_CONN_IDLE);
 }
@@ -705,38 +717,42 @@ Test(rdm_progress, a_fin_the_queue_refuses_goes_with_the_next_slot)
 }
 
 /*
- * Reading a completion from the CQ gives its op back without the
- * endpoint's lock (issue 19: one ep->lock per completion, taken by the
- * progress that made it): here the test holds that lock while it reads,
- * as another thread posting on the endpoint could.  Taking it again
- * would never return (the timeout fails the test).  The op waits on the
- * endpoint's back stack, still DONE, until the data path takes it.
+ * Issue 19: a completion is written where it completes and its op freed
+ * there, under the ep->lock progress holds.  A completion queued in the
+ * CQ is a copy; its op is FREE at once, but not to be taken while the
+ * completion is unread (the ring has room for nrx, here 1): an
+ * application that never reads cannot overrun the CQ.  The CQ reader's
+ * step takes no lock of the endpoint's: the test holds ep->lock while it
+ * reads, as another thread posting on the endpoint could (the timeout
+ * fails the test if the read waits for it).
  */
-Test(rdm_progress, a_read_completion_gives_its_op_back_without_the_lock,
+Test(rdm_progress, a_queued_completion_frees_its_op_and_holds_its_room,
      .timeout = 10)
 {
 	reading();
 	complete_next(&rx->op, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, QP_NOW);
 	progress();
 	cr_assert_eq(cq_count(), 1);
-	cr_assert_eq(rx->state, IBF_RDM_DONE);
+	cq_first_is(rx);
+	cr_assert_eq(ep->rx_held, rx, "held while its completion is unread");
+	cr_assert_null(ibf_rdm_rx_get(&ep->as_ops), "its completion is unread");
+	cr_assert(!ibf_rdm_rx_any(&ep->as_ops));
 
 	ibf_lock_init(&ep->lock, 1);
 	ibf_lock_acquire(&ep->lock);
-	ibf_op_release(cq_first());	/* the CQ reader's step */
-	cq->soft_head++;
+	ibf_cq_soft_next(cq);	/* the CQ reader's step */
 	ibf_lock_release(&ep->lock);
-	cr_assert_eq(rx->state, IBF_RDM_DONE, "given back, not yet taken");
-	cr_assert_null(ep->rx_free);
-	cr_assert_eq(ibf_rdm_rx_get(&ep->as_ops), rx, "the data path takes it");
+	cr_assert_eq(cq_count(), 0);
+	cr_assert_eq(ibf_rdm_rx_get(&ep->as_ops), rx, "read: it may be taken");
 	cr_assert_eq(rx->state, IBF_RDM_NEW);
+	cr_assert_null(ibf_rdm_rx_get(&ep->as_ops), "one op, taken");
 	ibf_lock_fini(&ep->lock);
 }
 
 /*
- * Remote CQ data that came when no receive op was free waits; once the
- * application reads the completion holding the one op, the next
- * progress (the next read) reports the data with it.
+ * Remote CQ data that came when no receive op could be taken waits;
+ * once the application reads the completion holding the room, the next
+ * progress (the next read) reports the data with the op.
  */
 Test(rdm_progress, remote_cq_data_waiting_for_an_op_goes_once_one_is_read)
 {
@@ -744,8 +760,8 @@ Test(rdm_progress, remote_cq_data_waiting_for_an_op_goes_once_one_is_read)
 
 	rx->op.context = &ctx_app;
 	rx->op.user_comp = 1;
-	rx->state = IBF_RDM_DONE;
-	ibf_cq_soft_push(cq, &rx->op);
+	ep->rx_held = rx;	/* free, but its completion is unread */
+	ibf_cq_soft_write(cq, &rx->op, &ep->rx_room);
 	hdr->type = IBF_RDM_WDATA;
 	hdr->data = 0x5eed;
 	bounce->state = IBF_RDM_BOUNCE_HELD;
@@ -757,14 +773,15 @@ Test(rdm_progress, remote_cq_data_waiting_for_an_op_goes_once_one_is_read)
 
 	progress();
 	cr_assert_eq(ep->wdata_wait.head, bounce, "no op yet: it waits");
-	ibf_op_release(cq_first());
-	cq->soft_head++;
+	cr_assert_eq(cq_count(), 1);
+	ibf_cq_soft_next(cq);
 	progress();
 	cr_assert_null(ep->wdata_wait.head, "the data was reported");
 	cr_assert_eq(cq_count(), 1);
-	cr_assert_eq(cq_first(), &rx->op);
-	cr_assert_eq(rx->op.data, 0x5eed);
-	cr_assert_eq(rx->op.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+	cq_first_is(rx);
+	cr_assert_eq(cq_first()->e.data, 0x5eed);
+	cr_assert_eq(cq_first()->e.flags,
+		     FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
 	cr_assert(bounce->state == IBF_RDM_BOUNCE_POSTED ||
 		  bounce->state == IBF_RDM_BOUNCE_SPARE, "its bounce is free");
 }

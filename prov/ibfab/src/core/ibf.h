@@ -589,12 +589,13 @@ struct ibf_cq {
 	int cqe_used;		/* queue slots of the endpoints using it */
 	int ref;		/* endpoints bound */
 	/*
-	 * Completions the provider makes itself (tagged mode: a receive that
-	 * found its message already there, or a message matched on arrival).
-	 * Each is a slot that stays taken until read, so the ring is sized by
-	 * the slots of the endpoints that may use it.
+	 * Completions the provider makes itself (RDM endpoints' that do not
+	 * go straight into a reader's buffer; tagged mode's and FI_EP_MSG
+	 * atomics'), copied where they complete.  Each producer reserves its
+	 * room first and keeps within it (struct ibf_cq_soft_entry says how),
+	 * so the ring never overflows.
 	 */
-	struct ibf_op **soft;
+	struct ibf_cq_soft_entry *soft;
 	uint32_t soft_head, soft_tail, soft_size, soft_used;
 	struct ibf_lock soft_lock;	/* producers of soft completions */
 	int waiting;		/* fi_trywait passed; no read since (atomic) */
@@ -631,8 +632,7 @@ void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *p, int fd);
 /*
  * A read of the CQ in progress: fi_cq_read's own buffer, which the
  * progress it runs may write completions of that CQ into directly,
- * instead of queueing them in the soft ring to be copied out and released
- * after (two passes over the completion).
+ * instead of copying them into the soft ring to be copied out again.
  */
 struct ibf_cq_sink {
 	struct ibf_cq *cq;
@@ -649,12 +649,45 @@ struct ibf_cq_sink {
 int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op);
 
 
-/* Room for n more soft completions; queue one (from any thread).  The
- * reader writes op's completion if op->user_comp (or op->err) says so,
- * then gives op back through its release: an op pushed without either is
- * only released. */
+/*
+ * A producer's share of a CQ's soft ring (an RDM endpoint's direction).
+ * The producer queues a completion under its own lock and frees the op
+ * at once, but keeps it out of use while the copy is unread: the op
+ * waits on a list of the producer's.  The reader gives the share back
+ * once the entry is out, with no lock of the producer's, by counting it
+ * here; the producer takes that many ops back into use when it runs out.
+ * So (ops in use + entries unread) stays within the room it reserved,
+ * and an application that never reads cannot overrun the ring.
+ */
+struct ibf_cq_room {
+	uint32_t returned;	/* atomic: given back since last taken */
+};
+
+/*
+ * A soft completion: a copy of what its op reports, made where it
+ * completed.  report: the reader writes it (an error is always read
+ * through fi_cq_readerr); otherwise it is only let go.  Let go by the
+ * reader: a share given back to room (RDM), or hold released (FI_EP_MSG's
+ * tagged mode and atomics, whose slot is their bound: a bounce the peer's
+ * next message lands in, an atomic slot, stays taken until its completion
+ * is read).
+ */
+struct ibf_cq_soft_entry {
+	struct fi_cq_err_entry e;	/* e.err != 0: an error completion */
+	fi_addr_t src;			/* FI_SOURCE (RDM) */
+	int report;
+	struct ibf_cq_room *room;
+	struct ibf_op *hold;
+};
+
+/* Room for n more soft completions (a producer's reservation). */
 int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n);
 void ibf_cq_soft_unreserve(struct ibf_cq *cq, uint32_t n);
+/* Queue op's completion (any thread; the producer's lock held): its copy,
+ * whose read gives room a share back; op free for the caller at once. */
+void ibf_cq_soft_write(struct ibf_cq *cq, const struct ibf_op *op,
+		       struct ibf_cq_room *room);
+/* Queue op's completion and hold op until it is read (then released). */
 void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op);
 
 /* What a successful verbs completion of op reports to the application. */
@@ -686,7 +719,8 @@ struct ibf_drain {
 	int (*mine)(const struct ibv_wc *wc, void *arg);	/* its completion? */
 	void (*drop)(const struct ibv_wc *wc, void *arg);	/* forget one */
 	int (*busy)(void *arg);		/* work requests still to flush? */
-	int (*soft_mine)(const struct ibf_op *op, void *arg);	/* or NULL */
+	/* Its soft completion?  Dropped unread (or NULL). */
+	int (*soft_mine)(const struct ibf_cq_soft_entry *s, void *arg);
 	void *arg;
 };
 void ibf_cq_drain(struct ibf_cq *cq, const struct ibf_drain *d);

@@ -111,6 +111,17 @@ static inline void ibf_cq_write_op(const struct ibf_cq *cq, void *buf,
 		src[i] = op->src;
 }
 
+/* Entry i of buf (and of src) from a soft completion. */
+static inline void ibf_cq_write_soft(const struct ibf_cq *cq, void *buf,
+				     fi_addr_t *src, size_t i,
+				     const struct ibf_cq_soft_entry *s)
+{
+	ibf_cq_write(cq, (char *)buf + i * cq->entry_size, s->e.op_context,
+		     s->e.flags, s->e.len, s->e.buf, s->e.data, s->e.tag);
+	if (src)
+		src[i] = s->src;
+}
+
 /* Nothing queued ahead of a new completion: no error to be read first,
  * no report, no soft completion of any endpoint. */
 static inline int ibf_cq_nothing_queued(struct ibf_cq *cq)
@@ -188,6 +199,7 @@ static __attribute__((noinline)) ssize_t
 ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 	       size_t n)
 {
+	struct ibf_cq_soft_entry *soft;
 	struct ibf_cq_report *rep;
 	struct ibv_wc *wc;
 	struct ibf_op *op;
@@ -197,20 +209,16 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 	while (n < count && !cq->has_err) {
 		if (unlikely(cq->soft_head !=
 			     __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))) {
-			op = cq->soft[cq->soft_head & (cq->soft_size - 1)];
-			if (op->err) {
+			soft = &cq->soft[cq->soft_head & (cq->soft_size - 1)];
+			if (soft->e.err) {
 				cq->has_err = IBF_CQ_ERR_SOFT;
 				break;
 			}
-			cq->soft_head++;
-			if (!op->user_comp) {
-				/* Pushed only to be released: a wing's op
-				 * the application asked no completion of. */
-				ibf_op_release(op);
-				continue;
-			}
-			ibf_cq_write_op(cq, buf, src, n++, op);
-			ibf_op_release(op);
+			/* One the application asked no completion of is
+			 * only let go (a wing's held op). */
+			if (soft->report)
+				ibf_cq_write_soft(cq, buf, src, n++, soft);
+			ibf_cq_soft_next(cq);
 			continue;
 		}
 		if (unlikely(cq->rep_head != cq->rep_tail)) {
@@ -388,16 +396,8 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 	if (cq->has_err == IBF_CQ_ERR_REPORT) {
 		e = cq->rep[cq->rep_head++ & (cq->rep_size - 1)].e;
 	} else if (cq->has_err == IBF_CQ_ERR_SOFT) {
-		op = cq->soft[cq->soft_head++ & (cq->soft_size - 1)];
-		e.op_context = op->context;
-		e.flags = op->flags;
-		e.len = op->len;
-		e.buf = op->buf;
-		e.data = op->data;
-		e.tag = op->tag;
-		e.olen = op->olen;
-		e.err = op->err;
-		ibf_op_release(op);
+		e = cq->soft[cq->soft_head & (cq->soft_size - 1)].e;
+		ibf_cq_soft_next(cq);
 	} else {
 		wc = &cq->wc[cq->wc_next++];
 		op = (struct ibf_op *)(uintptr_t)wc->wr_id;

@@ -83,8 +83,9 @@ static inline uint64_t ibf_cq_multi_clear(struct ibf_cq *cq, struct ibf_op *op,
 ssize_t ibf_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			fi_addr_t *src_addr);
 
-/* ibf_cq_soft.c: take a closing endpoint's ops out of the soft ring
- * (cq->lock held). */
+/* ibf_cq_soft.c, cq->lock held: the oldest soft completion is out, let
+ * it go; take a closing endpoint's out of the ring. */
+void ibf_cq_soft_next(struct ibf_cq *cq);
 void ibf_cq_soft_purge(struct ibf_cq *cq, const struct ibf_drain *d);
 
 /* ibf_cq_report.c */

@@ -87,7 +87,7 @@ int ibf_cq_progress_locked(struct ibf_cq *cq)
 		cq->has_err = IBF_CQ_ERR_NONE;	/* the error at wc_next is reported below */
 	while (cq->unread && cq->soft_head !=
 	       __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))
-		ibf_op_release(cq->soft[cq->soft_head++ & (cq->soft_size - 1)]);
+		ibf_cq_soft_next(cq);
 	for (;;) {
 		if (cq->wc_next == cq->wc_count) {
 			polled = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);

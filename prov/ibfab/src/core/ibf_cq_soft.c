@@ -2,8 +2,8 @@
 /*
  * Soft completions: the ones the provider makes itself rather than the
  * device (an FI_EP_MSG endpoint's tagged mode and atomics; an RDM
- * endpoint's, when they cannot go straight into a reader's buffer), in a
- * ring each producer reserves its room in first.
+ * endpoint's, when they cannot go straight into a reader's buffer),
+ * copied into a ring each producer reserves its room in first.
  */
 #include "config.h"
 
@@ -14,7 +14,7 @@
 int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n)
 {
 	uint32_t size, i, count;
-	struct ibf_op **ring;
+	struct ibf_cq_soft_entry *ring;
 	int ret = 0;
 
 	ibf_lock_acquire(&cq->lock);
@@ -52,20 +52,30 @@ void ibf_cq_soft_unreserve(struct ibf_cq *cq, uint32_t n)
 }
 
 /*
- * Reservations make room certain: one slot per record that can be queued.
- * Producers (any endpoint, holding any CQ's lock or none) serialise on
- * soft_lock, a leaf lock; the reader, under cq->lock, takes entries up to
- * the tail it loads, so it never needs soft_lock to read.
+ * Reservations make room certain: one slot per completion that can be
+ * queued and not yet let go.  Producers (any endpoint, holding any CQ's
+ * lock or none) serialise on soft_lock, a leaf lock; the reader, under
+ * cq->lock, takes entries up to the tail it loads, so it never needs
+ * soft_lock to read.
  */
-void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op)
+static void ibf_cq_soft_queue(struct ibf_cq *cq, const struct ibf_op *op,
+			      struct ibf_cq_room *room, struct ibf_op *hold)
 {
+	struct ibf_cq_soft_entry *s;
 	uint32_t tail;
 
-	if (unlikely(op->cntr))	/* tagged mode's receives count here */
-		ibf_cntr_count(op->cntr, op->err != 0);
 	ibf_lock_acquire(&cq->soft_lock);
 	tail = cq->soft_tail;
-	cq->soft[tail & (cq->soft_size - 1)] = op;
+	s = &cq->soft[tail & (cq->soft_size - 1)];
+	s->e = (struct fi_cq_err_entry){
+		.op_context = op->context, .flags = op->flags, .len = op->len,
+		.buf = op->buf, .data = op->data, .tag = op->tag,
+		.olen = op->olen, .err = op->err,
+	};
+	s->src = op->src;
+	s->report = op->user_comp;
+	s->room = room;
+	s->hold = hold;
 	__atomic_store_n(&cq->soft_tail, tail + 1, __ATOMIC_SEQ_CST);
 	ibf_lock_release(&cq->soft_lock);
 	/* Someone passed fi_trywait and may sleep on the fd: wake it. */
@@ -73,17 +83,44 @@ void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op)
 		ibf_waitfd_raise(&cq->wait);
 }
 
-/* Take a closing endpoint's ops out of the soft ring. */
+void ibf_cq_soft_write(struct ibf_cq *cq, const struct ibf_op *op,
+		       struct ibf_cq_room *room)
+{
+	ibf_cq_soft_queue(cq, op, room, NULL);
+}
+
+void ibf_cq_soft_push(struct ibf_cq *cq, struct ibf_op *op)
+{
+	if (unlikely(op->cntr))	/* tagged mode's receives count here */
+		ibf_cntr_count(op->cntr, op->err != 0);
+	ibf_cq_soft_queue(cq, op, NULL, op);
+}
+
+/* cq->lock held: the entry at soft_head is out of the ring; let it go. */
+void ibf_cq_soft_next(struct ibf_cq *cq)
+{
+	struct ibf_cq_soft_entry *s = &cq->soft[cq->soft_head & (cq->soft_size - 1)];
+	struct ibf_cq_room *room = s->room;
+	struct ibf_op *hold = s->hold;
+
+	cq->soft_head++;
+	if (room)	/* after the last read of *s: its slot may be reused */
+		__atomic_add_fetch(&room->returned, 1, __ATOMIC_RELEASE);
+	if (hold)
+		ibf_op_release(hold);
+}
+
+/* Take a closing endpoint's entries out of the soft ring. */
 void ibf_cq_soft_purge(struct ibf_cq *cq, const struct ibf_drain *d)
 {
 	uint32_t i, kept = cq->soft_head;
 
 	ibf_lock_acquire(&cq->soft_lock);
 	for (i = cq->soft_head; i != cq->soft_tail; i++) {
-		struct ibf_op *op = cq->soft[i & (cq->soft_size - 1)];
+		struct ibf_cq_soft_entry *s = &cq->soft[i & (cq->soft_size - 1)];
 
-		if (!d->soft_mine(op, d->arg))
-			cq->soft[kept++ & (cq->soft_size - 1)] = op;
+		if (!d->soft_mine(s, d->arg))
+			cq->soft[kept++ & (cq->soft_size - 1)] = *s;
 	}
 	cq->soft_tail = kept;
 	ibf_lock_release(&cq->soft_lock);

@@ -400,10 +400,13 @@ static int ibf_ep_drain_busy(void *arg)
 	       (d->replies && ibf_tagged_replying(d->ep));
 }
 
-static int ibf_ep_drain_soft(const struct ibf_op *op, void *arg)
+static int ibf_ep_drain_soft(const struct ibf_cq_soft_entry *s, void *arg)
 {
 	struct ibf_ep_drain *d = arg;
+	const struct ibf_op *op = s->hold;
 
+	if (!op)
+		return 0;	/* not an FI_EP_MSG endpoint's */
 	return (d->soft && op->owner == d->ep) ||
 	       (d->replies && op->kind == IBF_OP_MATOMIC && op->owner == d->ep);
 }

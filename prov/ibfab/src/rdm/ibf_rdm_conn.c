@@ -330,7 +330,7 @@ struct ibf_rdm_conn *ibf_rdm_conn_new(struct ibf_rdm_ep_conns *ep,
 static void ibf_rdm_op_keeps(struct ibf_rdm_op *op, void *unused)
 {
 	(void)unused;
-	if (op->state == IBF_RDM_FREE || op->state == IBF_RDM_DONE ||
+	if (op->state == IBF_RDM_FREE ||
 	    op->state == IBF_RDM_BOUNCE_POSTED || op->state == IBF_RDM_BOUNCE_SPARE)
 		return;
 	if (op->conn)

@@ -276,10 +276,11 @@ static int ibf_rdm_idle(void *arg)
 	return 0;
 }
 
-static int ibf_rdm_drain_soft(const struct ibf_op *op, void *arg)
+static int ibf_rdm_drain_soft(const struct ibf_cq_soft_entry *s, void *arg)
 {
-	return op->kind == IBF_OP_RDM &&
-	       container_of(op, struct ibf_rdm_op, op)->ep == arg;
+	struct ibf_rdm_ep *ep = arg;
+
+	return s->room == &ep->tx_room || s->room == &ep->rx_room;
 }
 
 static void ibf_rdm_drain(struct ibf_rdm_ep *ep)

@@ -42,8 +42,7 @@ void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
 static void ibf_rdm_op_setup(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 			     uint8_t *mem, uint32_t lkey, int is_bounce)
 {
-	op->op.kind = IBF_OP_RDM;
-	op->op.release = ibf_rdm_release;
+	op->op.kind = IBF_OP_RDM;	/* the CQ never holds one: no release */
 	op->op.src = FI_ADDR_NOTAVAIL;
 	op->ep = ep;
 	op->mem = mem;
@@ -177,7 +176,6 @@ static const char *const ibf_rdm_op_names[IBF_RDM_OP_STATES] = {
 	[IBF_RDM_BOUNCE_POSTED] = "bounce-posted",
 	[IBF_RDM_BOUNCE_HELD] = "bounce-held",
 	[IBF_RDM_BOUNCE_FIN] = "bounce-fin",
-	[IBF_RDM_DONE] = "done",
 	[IBF_RDM_PROBE] = "probe",
 	[IBF_RDM_DRAIN] = "drain",
 	[IBF_RDM_BOUNCE_SPARE] = "bounce-spare",
@@ -202,8 +200,8 @@ const char *ibf_rdm_op_state_name(enum ibf_rdm_op_state state)
  * complete it (progress on another thread may see the completion at
  * once), so a post the queue or the peer's window refused leaves it
  * there: it may then be queued, posted again from the queue (the same
- * state), or freed unsent.  It ends freed, or DONE until the CQ's reader
- * frees it.  A part of a split RMA is posted in TX_RMA; a KEYQ answered
+ * state), or freed unsent.  It ends freed, its completion copied out.
+ * A part of a split RMA is posted in TX_RMA; a KEYQ answered
  * becomes its RMA; a failed RTS is a plain send whose late FIN is
  * ignored.  A receive is posted, may read a rendezvous message, and ends
  * the same way.  A bounce goes round the SRQ: posted, holding a message
@@ -212,14 +210,14 @@ const char *ibf_rdm_op_state_name(enum ibf_rdm_op_state state)
  * handled, so POSTED may follow POSTED.  A PING or a grant is sent and
  * freed.  Drains are born DRAIN and never move.
  */
-#define IBF_SENDING (IBF_S(FREE) | IBF_S(DONE) | IBF_S(QUEUED))
+#define IBF_SENDING (IBF_S(FREE) | IBF_S(QUEUED))
 static const uint32_t ibf_rdm_op_moves[IBF_RDM_OP_STATES] = {
 	[IBF_RDM_FREE] = IBF_S(NEW) | IBF_S(PROBE) | IBF_S(GRANT) |
 			 IBF_S(BOUNCE_POSTED),
 	[IBF_RDM_NEW] = IBF_S(FREE) | IBF_S(QUEUED) | IBF_S(RX_POSTED) |
 			IBF_S(TX) | IBF_S(TX_RTS) | IBF_S(TX_RMA) |
 			IBF_S(TX_ATOMIC) | IBF_S(TX_KEYQ),
-	[IBF_RDM_QUEUED] = IBF_S(FREE) | IBF_S(DONE) | IBF_S(TX) |
+	[IBF_RDM_QUEUED] = IBF_S(FREE) | IBF_S(TX) |
 			   IBF_S(TX_RTS) | IBF_S(TX_RMA) | IBF_S(TX_ATOMIC) |
 			   IBF_S(TX_KEYQ),
 	[IBF_RDM_TX] = IBF_SENDING | IBF_S(TX),
@@ -227,9 +225,8 @@ static const uint32_t ibf_rdm_op_moves[IBF_RDM_OP_STATES] = {
 	[IBF_RDM_TX_RMA] = IBF_SENDING | IBF_S(TX_RMA),
 	[IBF_RDM_TX_ATOMIC] = IBF_SENDING | IBF_S(TX_ATOMIC),
 	[IBF_RDM_TX_KEYQ] = IBF_SENDING | IBF_S(TX_KEYQ) | IBF_S(TX_RMA),
-	[IBF_RDM_RX_POSTED] = IBF_S(FREE) | IBF_S(DONE) | IBF_S(RX_READ),
-	[IBF_RDM_RX_READ] = IBF_S(FREE) | IBF_S(DONE),
-	[IBF_RDM_DONE] = IBF_S(FREE),
+	[IBF_RDM_RX_POSTED] = IBF_S(FREE) | IBF_S(RX_READ),
+	[IBF_RDM_RX_READ] = IBF_S(FREE),
 	[IBF_RDM_BOUNCE_POSTED] = IBF_S(BOUNCE_POSTED) | IBF_S(BOUNCE_HELD) |
 				  IBF_S(BOUNCE_FIN) | IBF_S(BOUNCE_SPARE),
 	[IBF_RDM_BOUNCE_HELD] = IBF_S(BOUNCE_HELD) | IBF_S(BOUNCE_CLAIMED) |
@@ -255,19 +252,18 @@ int ibf_rdm_op_move_ok(enum ibf_rdm_op_state from, enum ibf_rdm_op_state to)
 }
 
 /*
- * Every op readers gave back since the last call, onto the free list
- * (ep->lock held): the list's first op, or NULL.  The exchange takes the
- * whole stack, so pushes racing with it never meet a reused op (no ABA).
+ * As many held ops as CQ readers gave room back for since the last call,
+ * onto the free list (ep->lock held): the list's first op, or NULL.
  */
-static struct ibf_rdm_op *ibf_rdm_take_back(struct ibf_rdm_op **back,
-					    struct ibf_rdm_op **free_list)
+static struct ibf_rdm_op *ibf_rdm_unhold(struct ibf_rdm_op **held,
+					 struct ibf_rdm_op **free_list,
+					 struct ibf_cq_room *room)
 {
-	struct ibf_rdm_op *op = __atomic_exchange_n(back, NULL, __ATOMIC_ACQUIRE);
-	struct ibf_rdm_op *next;
+	uint32_t n = __atomic_exchange_n(&room->returned, 0, __ATOMIC_ACQUIRE);
+	struct ibf_rdm_op *op;
 
-	for (; op; op = next) {
-		next = op->next;
-		ibf_rdm_op_to(op, IBF_RDM_FREE);
+	while (n-- && (op = *held)) {	/* one held op per entry read */
+		*held = op->next;
 		op->next = *free_list;
 		*free_list = op;
 	}
@@ -276,17 +272,18 @@ static struct ibf_rdm_op *ibf_rdm_take_back(struct ibf_rdm_op **back,
 
 struct ibf_rdm_op *ibf_rdm_rx_reclaim(struct ibf_rdm_ep_ops *ep)
 {
-	return ibf_rdm_take_back(&ep->rx_back, &ep->rx_free);
+	return ibf_rdm_unhold(&ep->rx_held, &ep->rx_free, &ep->rx_room);
 }
 
-/* The first op of a free list (refilled from back if it is empty). */
+/* The first op of a free list (refilled from held if it is empty). */
 static inline struct ibf_rdm_op *ibf_rdm_get(struct ibf_rdm_op **free_list,
-					     struct ibf_rdm_op **back)
+					     struct ibf_rdm_op **held,
+					     struct ibf_cq_room *room)
 {
 	struct ibf_rdm_op *op = *free_list;
 
-	if (unlikely(!op) && !(op = ibf_rdm_take_back(back, free_list)))
-		return NULL;
+	if (unlikely(!op) && !(op = ibf_rdm_unhold(held, free_list, room)))
+		return NULL;	/* all in use, or their completions unread */
 	*free_list = op->next;
 	ibf_rdm_op_to(op, IBF_RDM_NEW);
 	return op;
@@ -294,26 +291,33 @@ static inline struct ibf_rdm_op *ibf_rdm_get(struct ibf_rdm_op **free_list,
 
 struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep_ops *ep)
 {
-	return ibf_rdm_get(&ep->tx_free, &ep->tx_back);
+	return ibf_rdm_get(&ep->tx_free, &ep->tx_held, &ep->tx_room);
 }
 
 struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep_ops *ep)
 {
-	return ibf_rdm_get(&ep->rx_free, &ep->rx_back);
+	return ibf_rdm_get(&ep->rx_free, &ep->rx_held, &ep->rx_room);
+}
+
+/* Freed: onto its free list, or, while its completion waits unread in a
+ * CQ (held), onto the held list. */
+static inline void ibf_rdm_op_put(struct ibf_rdm_op *op, int held)
+{
+	struct ibf_rdm_ep_ops *ep = op->ep;
+	struct ibf_rdm_op **list;
+
+	ibf_rdm_op_to(op, IBF_RDM_FREE);
+	if (ibf_rdm_is_tx(op))
+		list = held ? &ep->tx_held : &ep->tx_free;
+	else
+		list = held ? &ep->rx_held : &ep->rx_free;
+	op->next = *list;
+	*list = op;
 }
 
 void ibf_rdm_op_free(struct ibf_rdm_op *op)
 {
-	struct ibf_rdm_ep_ops *ep = op->ep;
-
-	ibf_rdm_op_to(op, IBF_RDM_FREE);
-	if (ibf_rdm_is_tx(op)) {
-		op->next = ep->tx_free;
-		ep->tx_free = op;
-	} else {
-		op->next = ep->rx_free;
-		ep->rx_free = op;
-	}
+	ibf_rdm_op_put(op, 0);
 }
 
 /* ---- bounces ---- */
@@ -586,6 +590,8 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 	struct ibf_cntr *cntr = ibf_rdm_op_cntr(op);
 	struct ibf_cq *cq = ibf_rdm_op_cq(op);
 
+	/* Posted or queued first, and completed once (then it is FREE). */
+	assert(op->state != IBF_RDM_NEW && op->state != IBF_RDM_FREE);
 	/* Counted whether or not a completion is written (fi_cntr(3)). */
 	if (unlikely(cntr != NULL))
 		ibf_cntr_count(cntr, err);
@@ -601,29 +607,16 @@ void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 	if (!err && (!op->op.user_comp ||
 		     (ep->sink && ep->sink->cq == cq &&
 		      ibf_cq_sink_take(ep->sink, &op->op)))) {
-		ibf_rdm_op_free(op);
+		ibf_rdm_op_put(op, 0);
 		ep->up->op_freed(ep);
 		return;
 	}
+	/* Copied into the CQ's ring, op freed but held until the copy is
+	 * read (the reader gives its room back to this direction's). */
 	op->op.err = -err;
-	ibf_rdm_op_to(op, IBF_RDM_DONE);
-	ibf_cq_soft_push(cq, &op->op);
-}
-
-void ibf_rdm_release(struct ibf_op *o)
-{
-	struct ibf_rdm_op *op = container_of(o, struct ibf_rdm_op, op);
-	struct ibf_rdm_ep_ops *ep = op->ep;
-	struct ibf_rdm_op **back = ibf_rdm_is_tx(op) ? &ep->tx_back : &ep->rx_back;
-	struct ibf_rdm_op *head = __atomic_load_n(back, __ATOMIC_RELAXED);
-
-	/* Its state stays DONE until the data path takes it back: only the
-	 * holder of ep->lock writes an op's state. */
-	assert(o->kind == IBF_OP_RDM && op->state == IBF_RDM_DONE);
-	do
-		op->next = head;
-	while (!__atomic_compare_exchange_n(back, &head, op, 1, __ATOMIC_RELEASE,
-					    __ATOMIC_RELAXED));
+	ibf_cq_soft_write(cq, &op->op, ibf_rdm_is_tx(op) ? &ep->tx_room :
+							  &ep->rx_room);
+	ibf_rdm_op_put(op, 1);
 }
 
 /* ---- buffers ---- */

@@ -11,8 +11,8 @@
  *
  * Ownership: an op belongs to exactly one place at a time, said by its
  * state: the free lists, a connection's queue or stalled list, the matcher,
- * the device (posted work requests), or a CQ and then the back stack a
- * CQ reader returns it on (DONE).  Every op completes exactly once, after
+ * or the device (posted work requests).  A completed op is free at once:
+ * its completion is a copy the CQ owns.  Every op completes exactly once, after
  * the last work request that names it has completed, so its slot is never
  * reused under the device.
  * Locking: ep->lock held for all of it, except where said.
@@ -93,10 +93,11 @@ struct ibf_rdm_upcalls {
 	size_t slot;		/* header + eager payload + note */ \
 	size_t note_off;	/* where an RMA notice's note sits in a slot */ \
 	struct ibf_rdm_op *tx_free, *rx_free; \
-	/* Ops a CQ reader gave back once it had handed their completions \
-	 * out (atomic stacks, pushed without ep->lock): the free lists \
-	 * take them whole when they run dry (ibf_rdm_release). */ \
-	struct ibf_rdm_op *tx_back, *rx_back; \
+	/* Freed ops whose completions wait unread in a CQ's soft ring: \
+	 * back onto the free lists as readers give their room back, so \
+	 * the ring keeps to the room reserved (struct ibf_cq_room). */ \
+	struct ibf_rdm_op *tx_held, *rx_held; \
+	struct ibf_cq_room tx_room, rx_room; \
 	uint64_t dropped;	/* arrivals that did not fit: never acted on */ \
 	/* Bounces: nbounce in the SRQ; spares replace those holding \
 	 * messages. */ \
@@ -143,8 +144,6 @@ enum ibf_rdm_op_state {
 	IBF_RDM_BOUNCE_POSTED,	/* an eager buffer in the SRQ */
 	IBF_RDM_BOUNCE_HELD,	/* holds an unexpected or claimed message */
 	IBF_RDM_BOUNCE_FIN,	/* sending a FIN from its buffer */
-	IBF_RDM_DONE,		/* its completion waits in a CQ, or was read
-				 * and the op waits on a back stack */
 	IBF_RDM_PROBE,		/* a connection's PING, in flight */
 	IBF_RDM_DRAIN,		/* the last work request of a dead QP */
 	IBF_RDM_BOUNCE_SPARE,	/* an eager buffer out of the SRQ, unused */
@@ -314,10 +313,10 @@ void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep);
 /* A free send op, or NULL; a free receive op, or NULL. */
 struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep_ops *ep);
 struct ibf_rdm_op *ibf_rdm_rx_get(struct ibf_rdm_ep_ops *ep);
-/* The receive ops CQ readers gave back, onto the free list: the first
- * free one, or NULL if none is free. */
+/* The held receive ops CQ readers made room for since the last call,
+ * onto the free list: the first free one, or NULL if none is free. */
 struct ibf_rdm_op *ibf_rdm_rx_reclaim(struct ibf_rdm_ep_ops *ep);
-/* Whether a receive op is free (taking back the ones given back). */
+/* Whether a receive op may be taken. */
 static inline int ibf_rdm_rx_any(struct ibf_rdm_ep_ops *ep)
 {
 	return ep->rx_free || ibf_rdm_rx_reclaim(ep);
@@ -344,16 +343,14 @@ void ibf_rdm_ops_each(struct ibf_rdm_ep_ops *ep,
 void ibf_rdm_drop(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b,
 		  const char *why);
 
-/* op is finished: report it to its CQ (err 0 or -FI_E*), or free it if
- * it is silent (selective completion, inject). */
-void ibf_rdm_complete(struct ibf_rdm_op *op, int err);
 /*
- * The CQ has handed op's completion out (CQ lock held, not ep->lock):
- * op goes onto its endpoint's back stack, without ep->lock, so a
- * completion costs the endpoint's lock once, in the progress that made
- * it, whichever CQ and thread read it (issue 19).
+ * op is finished (err 0 or -FI_E*): its completion is written where the
+ * CQ keeps it (the reader's buffer, or a copy in the CQ's soft ring) and
+ * op is freed, here, under the ep->lock already held; silent ones
+ * (selective completion, inject) are only freed.  Reading the CQ then
+ * touches no op and no lock of the endpoint's (issue 19).
  */
-void ibf_rdm_release(struct ibf_op *op);
+void ibf_rdm_complete(struct ibf_rdm_op *op, int err);
 /* Drop the registrations op made or holds (its window first, which
  * lies on one of them). */
 void ibf_rdm_unregister_any(struct ibf_rdm_op *op);

@@ -628,10 +628,10 @@ void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
 			ibf_rdm_on_wc(ep, &wc[i]);
 		ep->sink = NULL;
 	} while (n == IBF_CQ_BATCH);
-	/* Receive ops a CQ reader gave back since (ibf_rdm_release): what
-	 * waited for one (a multi-receive's messages, remote CQ data) goes
-	 * on.  One load when there are none. */
-	if (unlikely(__atomic_load_n(&ep->rx_back, __ATOMIC_RELAXED) != NULL)) {
+	/* Receive ops a CQ reader made room for since: what waited for one
+	 * (a multi-receive's messages, remote CQ data) goes on.  One load
+	 * when there are none. */
+	if (unlikely(__atomic_load_n(&ep->rx_room.returned, __ATOMIC_RELAXED))) {
 		ibf_rdm_rx_reclaim(&ep->as_ops);
 		ibf_rdm_op_freed(&ep->as_ops);
 	}
