@@ -185,29 +185,6 @@ out:
 	free(rbuf);
 }
 
-/* n's endpoint again, its sends completing to scq, its receives to its
- * own CQ. */
-static int reopen_apart(struct node *n, struct fid_cq *scq)
-{
-	int ret;
-
-	IBFT_CLOSE(n->ep);
-	n->ep = NULL;
-	ret = fi_endpoint(n->domain, n->info, &n->ep, NULL);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_RECV);
-	if (!ret)
-		ret = fi_ep_bind(n->ep, &scq->fid, FI_TRANSMIT);
-	if (!ret)
-		ret = fi_enable(n->ep);
-	n->namelen = sizeof(n->name);
-	if (!ret)
-		ret = fi_getname(&n->ep->fid, n->name, &n->namelen);
-	return ret;
-}
-
 /* The next send completion in scq (everyone progressed meanwhile): its
  * context is want's.  0, or -1 on a timeout, an error or another. */
 static int send_comp(struct fid_cq *scq, void *want)
@@ -241,8 +218,8 @@ void test_unread_send_cq(void)
 	static uint8_t rbuf[N][LEN], sbuf[N][LEN];
 	static struct fi_context ctx[N];
 	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_TAGGED };
-	struct fid_cq *scq = NULL;
-	struct node *ns[2] = { NULL, NULL };
+	struct fid_cq *scq;
+	struct node *ns[2];
 	struct comp c;
 	int i, ok = 1, done = 0, stalls = 0, early = 0, got = 0;
 	long end;
@@ -254,8 +231,10 @@ void test_unread_send_cq(void)
 	ns[1] = node_open(1, FI_TAGGED, 0);
 	if (!ns[0] || !ns[1])
 		goto out;
-	ok = !fi_cq_open(ns[0]->domain, &attr, &scq, NULL) &&
-	     !reopen_apart(ns[0], scq) && !insert_all(ns, 2);
+	/* ns[0]'s endpoint again, its sends completing to a CQ of their own */
+	ok = !fi_cq_open(ns[0]->domain, &attr, &ns[0]->tx_cq, NULL) &&
+	     !node_ep_open(ns[0], 0, NULL, NULL) && !insert_all(ns, 2);
+	scq = ns[0]->tx_cq;
 	IBFT_CHECK(ok, "rdm-unread-send-cq-open", "an endpoint with a send CQ "
 		   "of its own (tx_size %d)", TX);
 	for (i = 0; ok && i < N; i++)
@@ -299,8 +278,5 @@ void test_unread_send_cq(void)
 			   "with room left (expected %d, 0)", stalls, early,
 			   N - TX);
 out:
-	if (ns[0])
-		IBFT_CLOSE(ns[0]->ep);	/* it holds scq, which its domain holds */
-	IBFT_CLOSE(scq);
 	close_all();
 }

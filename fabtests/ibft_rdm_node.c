@@ -59,7 +59,10 @@ int node_ep_open_bind(struct node *n, uint64_t cq_flags, struct fid_cntr **c,
 	if (!ret)
 		ret = fi_ep_bind(n->ep, &n->av->fid, 0);
 	if (!ret)
-		ret = fi_ep_bind(n->ep, &n->cq->fid, FI_TRANSMIT | FI_RECV | cq_flags);
+		ret = fi_ep_bind(n->ep, &n->cq->fid, (n->tx_cq ? 0 : FI_TRANSMIT) |
+				 FI_RECV | cq_flags);
+	if (!ret && n->tx_cq)
+		ret = fi_ep_bind(n->ep, &n->tx_cq->fid, FI_TRANSMIT | cq_flags);
 	for (i = 0; !ret && i < nc; i++)
 		if (c[i])
 			ret = fi_ep_bind(n->ep, &c[i]->fid, flags[i]);
@@ -167,6 +170,7 @@ void node_close(struct node *n)
 		if (nodes[i] == n)
 			nodes[i] = nodes[--nnodes];
 	IBFT_CLOSE(n->ep);
+	IBFT_CLOSE(n->tx_cq);
 	IBFT_CLOSE(n->cq);
 	IBFT_CLOSE(n->av);
 	IBFT_CLOSE(n->domain);

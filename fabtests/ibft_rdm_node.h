@@ -31,6 +31,7 @@ struct node {
 	struct fid_domain *domain;
 	struct fid_av *av;
 	struct fid_cq *cq;
+	struct fid_cq *tx_cq;	/* if set, sends complete there, apart */
 	struct fid_ep *ep;
 	uint8_t name[64];
 	size_t namelen;
@@ -58,7 +59,8 @@ struct fi_info *rdm_hints(uint64_t caps);
  * check if it cannot be opened. */
 struct node *node_open(int i, uint64_t caps, uint64_t cq_flags);
 /* n's endpoint (closing the one it has) on its domain, AV and CQ (bound
- * with FI_TRANSMIT | FI_RECV | cq_flags), with counters tx (FI_SEND) and
+ * with FI_TRANSMIT | FI_RECV | cq_flags; FI_RECV alone if n->tx_cq is
+ * set, which gets FI_TRANSMIT), with counters tx (FI_SEND) and
  * rx (FI_RECV) if not NULL; enabled, its name in n->name.  0 or -FI_E*. */
 int node_ep_open(struct node *n, uint64_t cq_flags, struct fid_cntr *tx,
 		 struct fid_cntr *rx);
