@@ -30,7 +30,9 @@ static const struct ibf_params ibf_params_default = {
 	.rdm_unexp_max = 16384,
 	.rdm_max_conns = 65536,
 	.mr_cache_max = 1024,
-	.rdm_rndv_windows = 1,
+	/* Off until fi_rdm_tagged_bw -v's flushed 1 MiB sends are
+	 * understood (rxe, Linux 6.1): see fi_ibfab(7). */
+	.rdm_rndv_windows = 0,
 };
 
 struct ibf_size_param {
@@ -117,7 +119,7 @@ void ibf_params_define(void)
 			"connection alone and closed by the receiver's answer, "
 			"over the buffer's cached registration, where the device "
 			"has windows; no means a registration per send, made and "
-			"dropped with it (default: yes)");
+			"dropped with it (default: no; see fi_ibfab(7))");
 	fi_param_define(&ibf_prov, "min_rnr_timer", FI_PARAM_INT,
 			"How long a peer waits before resending to an endpoint "
 			"with no receive posted, in the IB encoding: 1 (0.01 ms) "
