@@ -745,6 +745,11 @@ static void ibf_rdm_send_failed(struct ibf_rdm_op *op, enum ibv_wc_status status
 		if (op->post_epoch != ibf_rdm_conn_epoch(conn))
 			return;		/* flushed as that life ended */
 		err = -FI_ECONNABORTED;
+	} else {
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a work request "
+			       "(%s) failed: %s; its connection ends\n",
+			       ibf_rdm_op_state_name(op->state),
+			       ibv_wc_status_str(status));
 	}
 	ibf_rdm_conn_broken(conn, op->post_epoch, err);
 }
