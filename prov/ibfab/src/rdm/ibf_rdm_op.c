@@ -110,15 +110,34 @@ static void ibf_rdm_chunks_free(struct ibf_rdm_ep_ops *ep)
 	}
 }
 
-void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep)
+static void ibf_rdm_mw_close(struct ibf_rdm_op *op);
+
+/*
+ * Free every op's memory window, before the QPs are destroyed: rxe holds a
+ * QP while a window is bound to it, and its destroy waits for that hold
+ * (seconds, then a kernel warning) when sends were still open at close.
+ */
+void ibf_rdm_ops_windows_free(struct ibf_rdm_ep_ops *ep)
 {
 	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
 
 	for (i = 0; ep->ops && i < n; i++) {
-		ibf_rdm_unregister(&ep->ops[i]);
-		if (ep->ops[i].mw)
-			ibv_dealloc_mw(ep->ops[i].mw);
+		if (ep->ops[i].mw_use)
+			ibf_rdm_mw_close(&ep->ops[i]);	/* a send still open */
+		if (ep->ops[i].mw && ibv_dealloc_mw(ep->ops[i].mw))
+			IBF_WARN(FI_LOG_EP_CTRL, "ibv_dealloc_mw: %s\n",
+				 strerror(errno));
+		ep->ops[i].mw = NULL;
 	}
+}
+
+void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep)
+{
+	uint32_t i, n = ep->ntx + ep->nrx + ep->nbounce;
+
+	ibf_rdm_ops_windows_free(ep);	/* before the registrations */
+	for (i = 0; ep->ops && i < n; i++)
+		ibf_rdm_unregister(&ep->ops[i]);
 	ibf_rdm_chunks_free(ep);
 	ep->spare = NULL;
 	if (ep->mem_mr)

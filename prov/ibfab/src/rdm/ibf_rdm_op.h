@@ -309,6 +309,8 @@ void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op);
  * drained and every QP is gone). */
 int ibf_rdm_ops_init(struct ibf_rdm_ep_ops *ep);
 void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep);
+/* Free the ops' memory windows: after the drain, before the QPs go. */
+void ibf_rdm_ops_windows_free(struct ibf_rdm_ep_ops *ep);
 
 /* A free send op, or NULL; a free receive op, or NULL. */
 struct ibf_rdm_op *ibf_rdm_tx_get(struct ibf_rdm_ep_ops *ep);
