@@ -30,8 +30,8 @@ static const struct ibf_params ibf_params_default = {
 	.rdm_unexp_max = 16384,
 	.rdm_max_conns = 65536,
 	.mr_cache_max = 1024,
-	/* Off until fi_rdm_tagged_bw -v's flushed 1 MiB sends are
-	 * understood (rxe, Linux 6.1): see fi_ibfab(7). */
+	/* Off: rdma_rxe runs a bind again when it retransmits the sends
+	 * before it, and the connection dies (fi_ibfab(7)). */
 	.rdm_rndv_windows = 0,
 };
 
@@ -119,7 +119,9 @@ void ibf_params_define(void)
 			"connection alone and closed by the receiver's answer, "
 			"over the buffer's cached registration, where the device "
 			"has windows; no means a registration per send, made and "
-			"dropped with it (default: no; see fi_ibfab(7))");
+			"dropped with it (default: no: Soft-RoCE's retransmission "
+			"binds a window again and ends the connection; see "
+			"fi_ibfab(7))");
 	fi_param_define(&ibf_prov, "min_rnr_timer", FI_PARAM_INT,
 			"How long a peer waits before resending to an endpoint "
 			"with no receive posted, in the IB encoding: 1 (0.01 ms) "

@@ -462,6 +462,9 @@ static struct fi_ops_ep ibf_rdm_ep_ops = {
 	.tx_size_left = ibf_no_size_left,
 };
 
+/* The vendor id rdma_rxe (Soft-RoCE) reports for its devices. */
+#define IBF_RXE_VENDOR_ID 0xffffff
+
 /*
  * The endpoint's CQ holds every request of it and each QP's send queue
  * every send-side one: halve the pools until both fit the device (rxe
@@ -521,6 +524,13 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->mw_ok = ibf_params.rdm_rndv_windows && da->max_mw > 0 &&
 		    (da->device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
 					     IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+	if (ep->mw_ok && da->vendor_id == IBF_RXE_VENDOR_ID)
+		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_CTRL, "memory windows "
+			       "on rdma_rxe (FI_IBFAB_RDM_RNDV_WINDOWS=1): rxe "
+			       "binds a window again when it retransmits the "
+			       "sends before it, which fails and ends the "
+			       "connection; on a link that loses packets, set "
+			       "it to 0\n");
 	ep->base.tx_op_flags = info->tx_attr ?
 			  info->tx_attr->op_flags & ~IBF_RDM_NO_COMP : 0;
 	ep->base.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
