@@ -1095,3 +1095,33 @@ Test(rdm_progress, an_rts_naming_a_window_in_two_segments_is_dropped)
 	two_segments_arrive();
 	cr_assert_eq(ep->dropped, 1);
 }
+
+/*
+ * At close the windows go before the QPs (rxe holds a QP while a window is
+ * bound to it): one still open (its FIN never came) is freed, and so is
+ * one kept idle after a FIN closed it; the op's registration is then
+ * dropped without freeing the window a second time.
+ */
+Test(rdm_progress, closing_frees_open_and_idle_windows_once)
+{
+	uint32_t key;
+
+	windows_on();
+	key = window_send();
+	window_send_completes();
+	fin_arrives_closing(IBV_WC_WITH_INV, key);
+	cr_assert_eq(tx->mw, &the_mw, "idle, kept for the next send");
+	ibf_rdm_ops_windows_free(&ep->as_ops);
+	cr_assert_eq(dev.mw_deallocs, 1, "the idle window freed");
+	cr_assert_null(tx->mw);
+
+	window_send();		/* a new window, bound; no FIN comes */
+	window_send_completes();
+	cr_assert_eq(tx->mw_bound, 1);
+	ibf_rdm_ops_windows_free(&ep->as_ops);
+	cr_assert_eq(dev.mw_deallocs, 2, "the open window freed");
+	cr_assert_null(tx->mw);
+	cr_assert_eq(tx->mw_use, 0);
+	windows_off();		/* drops the registration */
+	cr_assert_eq(dev.mw_deallocs, 2, "not freed twice");
+}
