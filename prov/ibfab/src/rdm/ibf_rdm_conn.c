@@ -736,6 +736,15 @@ void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn)
  * message did not fit and that failure was taken first.  Nothing will
  * ever flow there again, so that life ends too.
  */
+/* Out of line: the completion path it sits on stays as short as before. */
+static void __attribute__((noinline, cold))
+ibf_rdm_send_failed_say(const struct ibf_rdm_op *op, enum ibv_wc_status status)
+{
+	FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a work request (%s) failed: "
+		       "%s; its connection ends\n",
+		       ibf_rdm_op_state_name(op->state), ibv_wc_status_str(status));
+}
+
 static void ibf_rdm_send_failed(struct ibf_rdm_op *op, enum ibv_wc_status status)
 {
 	struct ibf_rdm_conn *conn = op->post_conn;
@@ -746,10 +755,7 @@ static void ibf_rdm_send_failed(struct ibf_rdm_op *op, enum ibv_wc_status status
 			return;		/* flushed as that life ended */
 		err = -FI_ECONNABORTED;
 	} else {
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "a work request "
-			       "(%s) failed: %s; its connection ends\n",
-			       ibf_rdm_op_state_name(op->state),
-			       ibv_wc_status_str(status));
+		ibf_rdm_send_failed_say(op, status);
 	}
 	ibf_rdm_conn_broken(conn, op->post_epoch, err);
 }
