@@ -55,17 +55,25 @@ out:
 	close_all();
 }
 
+enum { BURST_N = 96, BURST_BIG = 40000, BURST_SMALL = 100 };
+
+/* The length of the burst's message i: every third one big. */
+static size_t burst_len(int i)
+{
+	return i % 3 ? BURST_SMALL : BURST_BIG;
+}
+
 /*
  * Many messages in flight both ways at once, eager and rendezvous mixed,
- * posted before the connection is up: more than a send queue holds.  BIG
- * is above every provider's eager size (ibfab's 32 KiB, rxm's 16 KiB), so
- * a third of the messages are rendezvous sends, 32 of them in flight each
- * way: run-suite also runs this over a wire that drops packets
+ * posted before the connection is up: more than a send queue holds.
+ * BURST_BIG is above every provider's eager size (ibfab's 32 KiB, rxm's
+ * 16 KiB), so a third of the messages are rendezvous sends, 32 of them in
+ * flight each way: run-suite also runs this over a wire that drops packets
  * (rdm.burst.lossy), where the device retransmits under them.
  */
 void test_burst(void)
 {
-	enum { N = 96, BIG = 40000, SMALL = 100 };
+	enum { N = BURST_N };
 	uint8_t *rbuf[2][N] = { { NULL } }, *sbuf[2][N] = { { NULL } };
 	struct node *ns[2];
 	struct comp c;
@@ -78,7 +86,7 @@ void test_burst(void)
 		goto out;
 	for (k = 0; k < 2; k++) {
 		for (i = 0; i < N; i++) {
-			len = i % 3 ? SMALL : BIG;
+			len = burst_len(i);
 			rbuf[k][i] = xbuf(len);
 			sbuf[k][i] = xbuf(len);
 			ok &= !POST(fi_trecv(ns[k]->ep, rbuf[k][i], len, NULL,
@@ -87,7 +95,7 @@ void test_burst(void)
 	}
 	for (i = 0; ok && i < N; i++) {
 		for (k = 0; k < 2; k++) {
-			len = i % 3 ? SMALL : BIG;
+			len = burst_len(i);
 			ibft_fill(sbuf[k][i], len, k * N + i);
 			ok &= !POST(fi_tsend(ns[k]->ep, sbuf[k][i], len, NULL,
 					     ns[k]->peer[!k], i, sbuf[k][i]));
@@ -104,7 +112,7 @@ void test_burst(void)
 				continue;
 			}
 			i = (int)c.e.tag;
-			len = i % 3 ? SMALL : BIG;
+			len = burst_len(i);
 			ok = i < N && c.e.len == len &&
 			     ibft_verify(rbuf[k][i], len, !k * N + i);
 			got[k]++;

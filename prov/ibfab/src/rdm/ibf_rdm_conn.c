@@ -729,14 +729,8 @@ void ibf_rdm_queue_resume(struct ibf_rdm_conn *conn)
 	pthread_mutex_unlock(&ep->cm_lock);
 }
 
-/*
- * A send of op's failed.  A flush on a life that has not ended means its
- * QP went to the error state with no completion of ours to say why: the
- * peer's write or read broke the responder's rules (a bad key), or its
- * message did not fit and that failure was taken first.  Nothing will
- * ever flow there again, so that life ends too.
- */
-/* Out of line: the completion path it sits on stays as short as before. */
+/* What failed, at warn level: out of line, so that the completion path
+ * ibf_rdm_send_failed is folded into stays as short as before. */
 static void __attribute__((noinline, cold))
 ibf_rdm_send_failed_say(const struct ibf_rdm_op *op, enum ibv_wc_status status)
 {
@@ -745,6 +739,15 @@ ibf_rdm_send_failed_say(const struct ibf_rdm_op *op, enum ibv_wc_status status)
 		       ibf_rdm_op_state_name(op->state), ibv_wc_status_str(status));
 }
 
+/*
+ * A send of op's failed.  A flush on a life that has not ended means its
+ * QP went to the error state with no completion of ours to say why: the
+ * peer's write or read broke the responder's rules (a bad key), its
+ * message did not fit and that failure was taken first, or the device
+ * failed a request of its own (rxe running a window's bind again when it
+ * retransmits: fi_ibfab(7)).  Nothing will ever flow there again, so that
+ * life ends too.
+ */
 static void ibf_rdm_send_failed(struct ibf_rdm_op *op, enum ibv_wc_status status)
 {
 	struct ibf_rdm_conn *conn = op->post_conn;
