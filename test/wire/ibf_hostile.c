@@ -12,8 +12,8 @@
  *     made to B while B has not read its buffer yet;
  *   - an RTS whose segments do not add up to its length, and a message
  *     shorter than a header;
- *   - an RTS flagged as a memory window that names a plain registration,
- *     so that A's FIN invalidates a key that cannot be;
+ *   - an RTS with the retired window flag (4) naming a plain registration,
+ *     which A must ignore (it once made A's FIN invalidate that key);
  *   - connection requests claiming a name on another host, B's address
  *     while B is connected, an idle peer's address, and A's own (R does
  *     not know their keys);
@@ -462,11 +462,10 @@ out:
 }
 
 /*
- * R sends an RTS flagged as a memory window (IBF_RDM_F_WINDOW) that names
- * a plain registration of its own: A reads it, and its FIN, a SEND WITH
- * INVALIDATE of that key, can close nothing of R's.  Whatever R's device
- * makes of that, A's receive has R's bytes, and A's traffic with B goes
- * on as before.
+ * R sends an RTS with flag 4, which once said "a memory window the FIN
+ * closes" (ibf_rdm_wire.h) and is retired, naming a plain registration of
+ * its own: A ignores the flag and reads it, so A's receive has R's bytes,
+ * and A's traffic with B goes on as before.
  */
 static void window_rts_plain_key(struct node **ns)
 {
@@ -490,7 +489,7 @@ static void window_rts_plain_key(struct node **ns)
 	ibft_fill(src, len, 13);
 	memset(rts, 0, sizeof(rts));
 	hdr_init(hdr, IBF_RDM_RTS, g.mine, 15);
-	hdr->flags = IBF_RDM_F_WINDOW | IBF_RDM_F_TAGGED;
+	hdr->flags = 4 | IBF_RDM_F_TAGGED;	/* the retired window flag */
 	rt->len = len;
 	rt->nseg = 1;
 	rt->seg[0].addr = (uintptr_t)src;

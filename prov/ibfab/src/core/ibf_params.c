@@ -115,12 +115,13 @@ void ibf_params_define(void)
 			"no, only when the hints allow neither)");
 	fi_param_define(&ibf_prov, "rdm_rndv_windows", FI_PARAM_BOOL,
 			"RDM: open a rendezvous send's buffer to its receiver "
-			"through a memory window (type 2), bound on that "
-			"connection alone and closed by the receiver's answer, "
-			"over the buffer's cached registration, where the device "
-			"has windows; no means a registration per send, made and "
-			"dropped with it (default: no: Soft-RoCE's retransmission "
-			"binds a window again and ends the connection; see "
+			"through a memory window (type 1) over the buffer's "
+			"cached registration, bound for that send on a queue "
+			"pair of the endpoint's own and unbound when the "
+			"receiver answers, where the device has windows; no "
+			"means a registration per send, made and dropped with "
+			"it (default: no: on Soft-RoCE a wire that loses "
+			"packets stalled 2 of 33 runs with them; see "
 			"fi_ibfab(7))");
 	fi_param_define(&ibf_prov, "min_rnr_timer", FI_PARAM_INT,
 			"How long a peer waits before resending to an endpoint "

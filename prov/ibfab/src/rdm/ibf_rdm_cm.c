@@ -437,7 +437,7 @@ void ibf_rdm_probe(struct ibf_rdm_conn *conn)
 	ibf_rdm_hdr_set(&conn->probe_hdr, IBF_RDM_PING, 0,
 			ibf_rdm_key_gen(&ep->as_ops));
 	ibf_rdm_op_to_atomic(op, IBF_RDM_PROBE);
-	if (ibf_rdm_post_send(conn, op, &sge, 1, 1, NULL))
+	if (ibf_rdm_post_send(conn, op, &sge, 1, 1))
 		ibf_rdm_op_to_atomic(op, IBF_RDM_FREE);
 }
 

@@ -306,11 +306,9 @@ static inline void ibf_rdm_wr_init(struct ibv_send_wr *wr,
 	wr->send_flags = flags;
 	wr->imm_data = 0;
 }
-/* Post a send whose header is in op->mem, as a SEND WITH INVALIDATE of
- * *inv_rkey if inv_rkey is not NULL: 0 or as ibf_rdm_post. */
+/* Post a send whose header is in op->mem: 0 or as ibf_rdm_post. */
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
-		      struct ibv_sge *sge, int nsge, int inl,
-		      const uint32_t *inv_rkey);
+		      struct ibv_sge *sge, int nsge, int inl);
 /* Send op, built whole in op->mem, in the state the protocol gave: 0, or
  * -FI_EAGAIN also when op is a request and the peer's window is spent. */
 int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);

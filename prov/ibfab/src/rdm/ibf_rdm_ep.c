@@ -244,6 +244,9 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	ret = ibf_rdm_cm_start(&ep->as_conns);
 	if (ret)
 		return ret;
+	if (ep->mw_ok && ibf_rdm_binder_open(&ep->binder, dom->pd,
+					     ep->listen_id->port_num))
+		ep->mw_ok = 0;		/* each send registers: said there */
 	ep->base.enabled = 1;
 	return 0;
 }
@@ -337,7 +340,7 @@ static int ibf_rdm_close(struct fid *fid)
 	if (ep->stats.rndv)
 		IBF_INFO(FI_LOG_EP_CTRL, "endpoint closes: %llu rendezvous "
 			 "sends, %llu of them through memory windows (%llu "
-			 "windows freed, not closed by their reader)\n",
+			 "windows freed, not unbound)\n",
 			 (unsigned long long)ep->stats.rndv,
 			 (unsigned long long)ep->stats.rndv_windows,
 			 (unsigned long long)ep->mw_freed);
@@ -462,9 +465,6 @@ static struct fi_ops_ep ibf_rdm_ep_ops = {
 	.tx_size_left = ibf_no_size_left,
 };
 
-/* The vendor id rdma_rxe (Soft-RoCE) reports for its devices. */
-#define IBF_RXE_VENDOR_ID 0xffffff
-
 /*
  * The endpoint's CQ holds every request of it and each QP's send queue
  * every send-side one: halve the pools until both fit the device (rxe
@@ -520,17 +520,9 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->min_multi_recv = IBF_MIN_MULTI_RECV;
 	ep->rma_event = !!(info->caps & FI_RMA_EVENT);
 	ep->atomic_target = !!(info->caps & FI_ATOMIC);
-	/* Windows of type 2 (2A, 2B): bound by a work request, for one QP. */
+	/* Windows of type 1, bound on the endpoint's own QP at fi_enable. */
 	ep->mw_ok = ibf_params.rdm_rndv_windows && da->max_mw > 0 &&
-		    (da->device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
-					     IBV_DEVICE_MEM_WINDOW_TYPE_2B));
-	if (ep->mw_ok && da->vendor_id == IBF_RXE_VENDOR_ID)
-		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_CTRL, "memory windows "
-			       "on rdma_rxe (FI_IBFAB_RDM_RNDV_WINDOWS=1): rxe "
-			       "binds a window again when it retransmits the "
-			       "sends before it, which fails and ends the "
-			       "connection; on a link that loses packets, set "
-			       "it to 0\n");
+		    (da->device_cap_flags & IBV_DEVICE_MEM_WINDOW);
 	ep->base.tx_op_flags = info->tx_attr ?
 			  info->tx_attr->op_flags & ~IBF_RDM_NO_COMP : 0;
 	ep->base.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;

@@ -113,9 +113,8 @@ static void ibf_rdm_chunks_free(struct ibf_rdm_ep_ops *ep)
 static void ibf_rdm_mw_close(struct ibf_rdm_op *op);
 
 /*
- * Free every op's memory window, before the QPs are destroyed: rxe holds a
- * QP while a window is bound to it, and its destroy waits for that hold
- * (seconds, then a kernel warning) when sends were still open at close.
+ * Free every op's memory window, then the binder they were bound on: a
+ * send still open (closed without its FIN) is unbound first.
  */
 void ibf_rdm_ops_windows_free(struct ibf_rdm_ep_ops *ep)
 {
@@ -129,6 +128,7 @@ void ibf_rdm_ops_windows_free(struct ibf_rdm_ep_ops *ep)
 				 strerror(errno));
 		ep->ops[i].mw = NULL;
 	}
+	ibf_rdm_binder_close(&ep->binder);
 }
 
 void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep)
@@ -477,23 +477,26 @@ void ibf_rdm_drop(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b,
 /* ---- completion ---- */
 
 /*
- * The window of op's send is done with.  Closed by the peer's FIN
- * (invalidated, as the completion said): kept for op's next send.  Bound
- * and not closed so (the peer did not invalidate it, the connection
- * died, the bind failed): freed, which invalidates it at once, so the
- * peer cannot read on; the next send allocates another.
+ * A window that could not be bound or unbound: freed, which closes it at
+ * once, so no peer reads on; the next send allocates another.
  */
+static void ibf_rdm_mw_free(struct ibf_rdm_op *op)
+{
+	if (ibv_dealloc_mw(op->mw))
+		IBF_WARN(FI_LOG_EP_DATA, "ibv_dealloc_mw: %s: a peer may "
+			 "still read a finished send's buffer\n",
+			 strerror(errno));
+	op->mw = NULL;
+	op->ep->mw_freed++;
+}
+
+/* The window of op's send is done with (its FIN came, or the send ended
+ * without one): unbound, and kept for op's next send. */
 static void ibf_rdm_mw_close(struct ibf_rdm_op *op)
 {
-	if (op->mw_bound && !op->mw_closed) {
-		if (ibv_dealloc_mw(op->mw))
-			IBF_WARN(FI_LOG_EP_DATA, "ibv_dealloc_mw: %s: a peer may "
-				 "still read a finished send's buffer\n",
-				 strerror(errno));
-		op->mw = NULL;
-		op->ep->mw_freed++;
-	}
-	op->mw_use = op->mw_bound = op->mw_closed = 0;
+	if (ibf_rdm_binder_unbind(&op->ep->binder, op->mw, op->mrc[0]->handle))
+		ibf_rdm_mw_free(op);
+	op->mw_use = 0;
 }
 
 int ibf_rdm_mw_open(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
@@ -511,7 +514,7 @@ int ibf_rdm_mw_open(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 		return -FI_ENOSYS;
 	}
 	if (!op->mw) {
-		op->mw = ibv_alloc_mw(ep->base.domain->pd, IBV_MW_TYPE_2);
+		op->mw = ibv_alloc_mw(ep->base.domain->pd, IBV_MW_TYPE_1);
 		if (!op->mw) {
 			IBF_WARN(FI_LOG_EP_DATA, "ibv_alloc_mw: %s: rendezvous "
 				 "sends register their buffers each time\n",
@@ -519,22 +522,20 @@ int ibf_rdm_mw_open(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 			ep->mw_ok = 0;
 			return -FI_ENOSYS;
 		}
-		op->mw_key = op->mw->rkey;
 	}
 	e = ibf_mr_cache_get(cache, addr, len, IBV_ACCESS_MW_BIND, &uncacheable);
 	if (!e)
 		return -FI_ENOSYS;	/* registered per send, or said there */
 	assert(!op->nmrc && !op->mw_use);
+	if (ibf_rdm_binder_bind(&ep->binder, op->mw, e->handle,
+				(uintptr_t)addr, len, rkey)) {
+		ibf_mr_cache_put(cache, e);
+		ibf_rdm_mw_free(op);
+		ep->mw_ok = 0;		/* the binder said why */
+		return -FI_ENOSYS;
+	}
 	op->mrc[op->nmrc++] = e;
-	/* The provider names the window by its key in a bind: the one its
-	 * last bind gave (the post that made it cannot store it: the op may
-	 * complete on another thread before that post returns). */
-	op->mw->rkey = op->mw_key;
-	op->mw_rkey = ibv_inc_rkey(op->mw_key);
-	op->mw_addr = (uintptr_t)addr;
-	op->mw_len = len;
 	op->mw_use = 1;
-	*rkey = op->mw_rkey;
 	return 0;
 }
 

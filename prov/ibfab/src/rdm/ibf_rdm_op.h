@@ -22,6 +22,7 @@
 
 #include "ibf.h"
 #include "ibf_match.h"
+#include "ibf_rdm_bind.h"
 #include "ibf_rdm_wire.h"
 
 struct ibf_rdm_conn;
@@ -107,9 +108,11 @@ struct ibf_rdm_upcalls {
 	uint32_t nextra, extra_max;	/* FI_IBFAB_RDM_UNEXP_MAX */ \
 	int hcq_need;		/* entries hcq must have: grows with nextra */ \
 	/* Rendezvous sends open their buffers through memory windows \
-	 * (FI_IBFAB_RDM_RNDV_WINDOWS and the device's type 2 windows); \
-	 * mw_freed: windows freed because no FIN closed them. */ \
+	 * (FI_IBFAB_RDM_RNDV_WINDOWS and the device's type 1 windows), \
+	 * bound on binder; mw_freed: windows freed because they could not \
+	 * be unbound. */ \
 	int mw_ok; \
+	struct ibf_rdm_binder binder; \
 	uint64_t mw_freed;
 
 struct ibf_rdm_ep_ops {
@@ -216,23 +219,14 @@ struct ibf_rdm_op {
 	struct ibf_mr_cache_entry *mrc[IBF_RDM_IOV];
 	int nmrc;
 	/*
-	 * A send op's memory window (type 2), allocated the first time the
+	 * A send op's memory window (type 1), allocated the first time the
 	 * op opens its buffer to a peer that way and kept with the op (no
-	 * system call once warm).  mw_use: this send's RTS names it, with
-	 * key mw_rkey, over the registration mrc[0]; mw_key: the window's
-	 * key before this send's bind, mw_rkey once it is posted; mw_bound:
-	 * its bind was posted; mw_closed: the peer's FIN invalidated it.  A
-	 * window bound and not closed so is freed, never reused
-	 * (ibf_rdm_mw_close).
+	 * system call once warm but the device's doorbells).  mw_use: bound
+	 * for this send's RTS, over the registration mrc[0], until the
+	 * send's end unbinds it (ibf_rdm_mw_close).
 	 */
 	struct ibv_mw *mw;
-	uint32_t mw_rkey, mw_key;
-	uint8_t mw_use, mw_bound, mw_closed;
-	uint64_t mw_addr, mw_len;	/* what this send's window opens */
-	/* A bounce answering an RTS: its FIN closes the sender's window
-	 * fin_inv_rkey (the RTS said it is one). */
-	uint8_t fin_inv;
-	uint32_t fin_inv_rkey;
+	uint8_t mw_use;
 	/* A send waiting in a queue: what to post once connected. */
 	uint32_t wire_len;	/* header + payload in mem */
 	enum ibf_rdm_wr_kind wr_kind;
@@ -309,7 +303,7 @@ void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op);
  * drained and every QP is gone). */
 int ibf_rdm_ops_init(struct ibf_rdm_ep_ops *ep);
 void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep);
-/* Free the ops' memory windows: after the drain, before the QPs go. */
+/* Free the ops' memory windows and their binder: after the drain. */
 void ibf_rdm_ops_windows_free(struct ibf_rdm_ep_ops *ep);
 
 /* A free send op, or NULL; a free receive op, or NULL. */
@@ -371,10 +365,10 @@ int ibf_rdm_reg_local(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 		      void *addr, size_t len, int access, uint32_t *lkey);
 /*
  * Send op's memory window over [addr, addr + len), for its peer to read,
- * on a registration from the domain's cache: its key-to-be in *rkey and
- * op->mw_use set (the post binds it, before the RTS); or -FI_ENOSYS when
- * the endpoint has no windows or the memory cannot be cached (the caller
- * registers per send).  Closed at op's ibf_rdm_unregister.
+ * bound on a registration from the domain's cache: its key in *rkey and
+ * op->mw_use set; or -FI_ENOSYS when the endpoint has no windows, the
+ * memory cannot be cached or the bind failed (the caller registers per
+ * send).  Unbound at op's ibf_rdm_unregister.
  */
 int ibf_rdm_mw_open(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 		    void *addr, size_t len, uint32_t *rkey);

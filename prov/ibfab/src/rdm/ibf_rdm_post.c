@@ -102,66 +102,25 @@ int ibf_rdm_post(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 	return ibf_rdm_post_wrs(conn, op, wr, n, held, epoch);
 }
 
-/* The bind of send op's memory window (ibf_rdm_mw_open): the peer may
- * read what it opens, through this QP alone. */
-static void ibf_rdm_wr_bind(struct ibv_send_wr *wr, const struct ibf_rdm_op *op)
-{
-	ibf_rdm_wr_init(wr, IBV_WR_BIND_MW, NULL, 0, IBV_SEND_SIGNALED);
-	wr->bind_mw.mw = op->mw;
-	wr->bind_mw.rkey = op->mw_rkey;
-	wr->bind_mw.bind_info.mr = op->mrc[0]->handle;
-	wr->bind_mw.bind_info.addr = op->mw_addr;
-	wr->bind_mw.bind_info.length = op->mw_len;
-	wr->bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
-}
-
-/*
- * A send whose header is in op->mem, on conn's life epoch: behind the
- * bind of op's window if its RTS names one (both on one post, so the peer
- * never learns a key before it is bound); a SEND WITH INVALIDATE of
- * *inv_rkey if inv_rkey (a FIN closing the sender's window).
- */
+/* A send whose header is in op->mem, on conn's life epoch. */
 static int ibf_rdm_post_msg(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 			    struct ibv_sge *sge, int nsge, int inl,
-			    uint32_t epoch, const uint32_t *inv_rkey)
+			    uint32_t epoch)
 {
-	struct ibv_send_wr wr[2], *send = wr;
-	uint32_t key = 0;
-	int n = 1, ret;
+	struct ibv_send_wr wr;
+	int ret;
 
-	if (unlikely(op->mw_use)) {
-		ibf_rdm_wr_bind(&wr[0], op);
-		send = &wr[1];
-		n = 2;
-		/* Before the post: the FIN may be taken on another thread
-		 * before it returns. */
-		key = op->mw_key;
-		op->mw_key = op->mw_rkey;
-		op->mw_bound = 1;
-	}
-	ibf_rdm_wr_init(send, inv_rkey ? IBV_WR_SEND_WITH_INV : IBV_WR_SEND,
-			sge, nsge, IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0));
-	if (inv_rkey)
-		send->invalidate_rkey = *inv_rkey;
-	ret = ibf_rdm_post_wrs(conn, op, wr, n, 0, epoch);
-	if (n == 2 && ret < 0) {
-		op->mw_key = key;	/* nothing went */
-		op->mw_bound = 0;
-	} else if (n == 2 && ret == 1) {
-		/* The RTS was refused behind the bind (read_err set): neither
-		 * its completion nor a FIN will come. */
-		op->fin_seen = 1;
-		op->reads_left -= 2;
-	}
+	ibf_rdm_wr_init(&wr, IBV_WR_SEND, sge, nsge,
+			IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0));
+	ret = ibf_rdm_post_wrs(conn, op, &wr, 1, 0, epoch);
 	return ret < 0 ? ret : 0;
 }
 
 int ibf_rdm_post_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
-		      struct ibv_sge *sge, int nsge, int inl,
-		      const uint32_t *inv_rkey)
+		      struct ibv_sge *sge, int nsge, int inl)
 {
 	return ibf_rdm_post_msg(conn, op, sge, nsge, inl,
-				ibf_rdm_conn_epoch(conn), inv_rkey);
+				ibf_rdm_conn_epoch(conn));
 }
 
 /*
@@ -263,7 +222,7 @@ static int ibf_rdm_post_keyq(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 
 	return ibf_rdm_post_msg(conn, op, sge, 2, IBF_RDM_HDR +
 				sizeof(struct ibf_rdm_keyq) <= ep->max_inline,
-				epoch, NULL);
+				epoch);
 }
 
 int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
@@ -294,7 +253,7 @@ int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		      ibf_rdm_post_keyq(conn, op, epoch) :
 		      ibf_rdm_post_msg(conn, op, &sge, 1,
 				       op->wire_len <= conn->ep->max_inline,
-				       epoch, NULL);
+				       epoch);
 	}
 	if (unlikely(ret) && request)
 		ibf_rdm_window_untake(conn);

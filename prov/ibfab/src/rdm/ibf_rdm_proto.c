@@ -401,7 +401,7 @@ static void ibf_rdm_on_type(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 			ibf_rdm_drop(&ep->as_ops, b, "a FIN cut short");
 			return;
 		}
-		ibf_rdm_on_fin(ep, b, wc);
+		ibf_rdm_on_fin(ep, b);
 		return;
 	case IBF_RDM_PING:
 		ibf_rdm_bounce_release(&ep->as_ops, b);	/* being here was the answer */

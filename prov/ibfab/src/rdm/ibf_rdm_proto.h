@@ -180,10 +180,8 @@ void ibf_rdm_read_start(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 void ibf_rdm_on_read(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 		     const struct ibv_wc *wc);
 /* A FIN arrived in bounce b: its send completes. */
-void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
-		    const struct ibv_wc *wc);
-/* One of rendezvous send op's work requests (its window's bind, its RTS)
- * completed: with the FIN, what it waits for. */
+void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b);
+/* Rendezvous send op's RTS completed: with the FIN, what it waits for. */
 void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err);
 /* Post the answer built in bounce b (b->wire_len bytes) to its sender;
  * b goes back to the SRQ once it is sent (a full queue parks it). */

@@ -3,15 +3,15 @@
  * RDM rendezvous: messages above the eager size (ibf_rdm_proto.h).
  *
  * The sender opens its buffer to the peer and sends an RTS naming it:
- * through a memory window bound on the connection's QP, over the
- * buffer's cached registration, where it can (no system call once warm);
- * else by registering each buffer for this send alone.  The receiver,
+ * through a memory window over the buffer's cached registration, bound on
+ * the endpoint's binder (ibf_rdm_bind.h), where it can (no registration
+ * once warm); else by registering each buffer for this send alone.  The receiver,
  * once a receive matches, registers that buffer (unless the
  * caller gave a descriptor), reads the message into it with RDMA READ in
  * pieces of the port's max_msg_sz, at most IBF_RDM_READS at a time, and
  * answers with a FIN from the bounce that held the RTS, which completes
- * the send, and closes the sender's window (SEND WITH INVALIDATE) if the
- * RTS named one; a window the FIN did not close, the sender frees.  Reads and FINs that find their connection's send queue full
+ * the send; the sender unbinds its window then.  Reads and FINs that find
+ * their connection's send queue full
  * wait in its stalled list (ibf_rdm_unstall goes on when slots return).
  * Every step is bound to the connection and life (epoch) the RTS came on,
  * and a FIN to the send's cookie, connection and life.
@@ -27,13 +27,12 @@
 
 /*
  * Open a one-buffer message to the peer through a memory window: no
- * system call once the op has a window and the buffer a cached
- * registration.  0, or -FI_ENOSYS when it cannot be (see ibf_rdm_mw_open).
+ * registration once the op has a window and the buffer a cached one.  0,
+ * or -FI_ENOSYS when it cannot be (see ibf_rdm_mw_open).
  */
 static int ibf_rdm_rts_window(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 			      const struct iovec *iov, size_t count)
 {
-	struct ibf_rdm_hdr *hdr = (void *)op->mem;
 	struct ibf_rdm_rts *rts = (void *)(op->mem + IBF_RDM_HDR);
 	size_t i, n = 0, one = 0;
 	uint32_t rkey;
@@ -52,7 +51,6 @@ static int ibf_rdm_rts_window(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op
 	rts->seg[0].len = iov[one].iov_len;
 	rts->seg[0].rkey = rkey;
 	rts->nseg = 1;
-	hdr->flags |= IBF_RDM_F_WINDOW;
 	return 0;
 }
 
@@ -108,8 +106,7 @@ int ibf_rdm_rts_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 	ep->stats.rndv_windows += op->mw_use;
 	op->wire_len = IBF_RDM_HDR + sizeof(*rts);
 	op->tx_state = IBF_RDM_TX_RTS;
-	/* Its own completion and the FIN; and the bind's before them. */
-	op->reads_left = 2 + op->mw_use;
+	op->reads_left = 2;	/* its own completion and the FIN */
 	op->fin_seen = 0;
 	return 0;
 }
@@ -117,13 +114,11 @@ int ibf_rdm_rts_build(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 int ibf_rdm_rts_fits(const struct ibf_rdm_op *b, uint32_t byte_len)
 {
 	const struct ibf_rdm_rts *rts = (const void *)(b->mem + IBF_RDM_HDR);
-	const struct ibf_rdm_hdr *hdr = (const void *)b->mem;
 	uint64_t sum = 0;
 	uint32_t i;
 
 	if (byte_len < IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) ||
 	    rts->nseg > IBF_RDM_IOV ||
-	    ((hdr->flags & IBF_RDM_F_WINDOW) && rts->nseg != 1) ||
 	    byte_len < IBF_RDM_HDR + offsetof(struct ibf_rdm_rts, seg) +
 		       rts->nseg * sizeof(rts->seg[0]))
 		return 0;
@@ -136,9 +131,8 @@ int ibf_rdm_rts_fits(const struct ibf_rdm_op *b, uint32_t byte_len)
 }
 
 /*
- * One of the RTS's work requests (its window's bind, then the RTS) has
- * completed.  A failed one fails the send, without waiting for a FIN that
- * cannot come (a late one is ignored), once the other has completed too.
+ * The RTS's work request has completed.  A failed one fails the send,
+ * without waiting for a FIN that cannot come (a late one is ignored).
  */
 void ibf_rdm_rts_sent(struct ibf_rdm_op *op, int err)
 {
@@ -176,17 +170,14 @@ void ibf_rdm_reply_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b)
 
 	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_FIN);
 	if (ibf_rdm_bounce_stale(b)) {
-		b->fin_inv = 0;
 		ibf_rdm_bounce_release(&ep->as_ops, b);	/* no one to answer any more */
 		return;
 	}
-	ret = ibf_rdm_post_send(conn, b, &sge, 1, sge.length <= ep->max_inline,
-				b->fin_inv ? &b->fin_inv_rkey : NULL);
+	ret = ibf_rdm_post_send(conn, b, &sge, 1, sge.length <= ep->max_inline);
 	if (ret == -FI_EAGAIN) {
-		ibf_rdm_stall(conn, b);		/* fin_inv kept for the retry */
+		ibf_rdm_stall(conn, b);
 		return;
 	}
-	b->fin_inv = 0;
 	if (ret) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "cannot answer a "
 			       "peer: %s\n", fi_strerror(-ret));
@@ -203,9 +194,6 @@ static void ibf_rdm_fin_send(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 	struct ibf_rdm_hdr *hdr = (void *)b->mem;
 	uint32_t cookie = rts->cookie;
 
-	/* Read before the FIN overwrites them (ibf_rdm_rts_fits checked). */
-	b->fin_inv = !!(hdr->flags & IBF_RDM_F_WINDOW);
-	b->fin_inv_rkey = rts->seg[0].rkey;
 	ibf_rdm_hdr_set(hdr, IBF_RDM_FIN, 0, ibf_rdm_key_gen(&ep->as_ops));
 	fin->cookie = cookie;
 	fin->status = status;
@@ -388,25 +376,8 @@ void ibf_rdm_rndv_fail_ended(struct ibf_rdm_ep_proto *ep)
 	}
 }
 
-/*
- * Whether a FIN's completion wc says the FIN invalidated rkey (a SEND WITH
- * INVALIDATE of it, done before the completion).  rdma_rxe hands
- * userspace the kernel's flags as they are, where "with invalidate" is
- * 1 << 2, libibverbs' IBV_WC_IP_CSUM_OK (seen: wc_flags 0x5 on Linux
- * 6.1's rxe, rdma-core 44); on an RC receive without immediate data that
- * bit means nothing else.
- */
-static int ibf_rdm_wc_invalidated(const struct ibv_wc *wc, uint32_t rkey)
-{
-	return !(wc->wc_flags & IBV_WC_WITH_IMM) &&
-	       (wc->wc_flags & (IBV_WC_WITH_INV | IBV_WC_IP_CSUM_OK)) &&
-	       wc->invalidated_rkey == rkey;
-}
-
-/* A FIN: the peer has read our rendezvous send (and closed its window,
- * if the completion says so). */
-void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
-		    const struct ibv_wc *wc)
+/* A FIN: the peer has read our rendezvous send. */
+void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b)
 {
 	const struct ibf_rdm_fin *fin = (void *)(b->mem + IBF_RDM_HDR);
 	struct ibf_rdm_op *op = fin->cookie < ep->ntx ? &ep->ops[fin->cookie] : NULL;
@@ -421,8 +392,6 @@ void ibf_rdm_on_fin(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 	    op->post_epoch == __atomic_load_n(&b->conn->epoch, __ATOMIC_ACQUIRE) &&
 	    fin->status <= 0 && fin->status > -4096) {
 		op->fin_seen = 1;
-		if (op->mw_bound && ibf_rdm_wc_invalidated(wc, op->mw_rkey))
-			op->mw_closed = 1;
 		if (fin->status)
 			op->read_err = fin->status;
 		if (--op->reads_left == 0)

@@ -4,8 +4,7 @@
  *
  * Every message on a connection's QP is [struct ibf_rdm_hdr][payload]:
  *   EAGER  payload is the message (at most FI_IBFAB_EAGER_SIZE bytes)
- *   RTS    a larger message: where to read it (struct ibf_rdm_rts; flag
- *          WINDOW: through a memory window the FIN closes)
+ *   RTS    a larger message: where to read it (struct ibf_rdm_rts)
  *   FIN    the receiver has read it (struct ibf_rdm_fin)
  *   PING   nothing: is the peer still there? (its completion says)
  *   WDATA  struct ibf_rdm_rma_note: the RDMA WRITE WITH IMMEDIATE just
@@ -61,11 +60,8 @@ enum {
 };
 #define IBF_RDM_F_TAGGED 1
 #define IBF_RDM_F_DATA 2
-/* An RTS's one segment is a memory window of the sender's, bound for this
- * QP alone: the FIN goes as a SEND WITH INVALIDATE of its key, which
- * closes it before the sender sees the FIN.  A sender whose window the
- * FIN did not close frees it (the receiver's good faith costs nothing). */
-#define IBF_RDM_F_WINDOW 4
+/* Flag 4 (a window the FIN closes by SEND WITH INVALIDATE) is no more:
+ * the sender unbinds its windows itself, and a receiver ignores it. */
 struct ibf_rdm_hdr {
 	uint64_t tag;
 	uint64_t data;
