@@ -76,9 +76,11 @@ void test_burst(void)
 	enum { N = BURST_N };
 	uint8_t *rbuf[2][N] = { { NULL } }, *sbuf[2][N] = { { NULL } };
 	struct node *ns[2];
-	struct comp c;
+	uint8_t got_tag[2][N] = { { 0 } }, sent_tag[2][N] = { { 0 } };
+	struct comp c = { .err = 0 };
 	size_t len;
-	int i, k, ok = 1, got[2] = { 0 }, sent[2] = { 0 };
+	int i, k, ok = 1, got[2] = { 0 }, sent[2] = { 0 }, err_side = -1;
+	long end;
 
 	ns[0] = node_open(0, FI_TAGGED, 0);
 	ns[1] = node_open(1, FI_TAGGED, 0);
@@ -101,25 +103,58 @@ void test_burst(void)
 					     ns[k]->peer[!k], i, sbuf[k][i]));
 		}
 	}
-	/* Each side: N sends and N receives complete, data intact. */
-	for (k = 0; ok && k < 2; k++) {
-		while (ok && got[k] + sent[k] < 2 * N) {
-			ok = !wait_comp(ns[k], &c, WAIT_MS) && !c.err;
+	/* Each side: N sends and N receives complete, data intact; both
+	 * read in turn, so a stall says which side's messages are missing. */
+	end = now_ms() + WAIT_MS;
+	while (ok && got[0] + sent[0] + got[1] + sent[1] < 4 * N &&
+	       now_ms() < end) {
+		for (k = 0; ok && k < 2; k++) {
+			if (wait_comp(ns[k], &c, 0))
+				continue;
+			end = now_ms() + WAIT_MS;	/* it moves */
+			ok = !c.err;
 			if (!ok)
-				break;
-			if (c.e.flags & FI_SEND) {
+				err_side = k;
+			if (ok && (c.e.flags & FI_SEND)) {
+				for (i = 0; i < N; i++)
+					if (c.e.op_context == sbuf[k][i])
+						break;
+				ok = i < N && !sent_tag[k][i];
+				if (ok)
+					sent_tag[k][i] = 1;
 				sent[k]++;
 				continue;
 			}
 			i = (int)c.e.tag;
-			len = burst_len(i);
-			ok = i < N && c.e.len == len &&
+			len = ok && i < N ? burst_len(i) : 0;
+			ok = ok && i < N && !got_tag[k][i] && c.e.len == len &&
 			     ibft_verify(rbuf[k][i], len, !k * N + i);
+			if (ok)
+				got_tag[k][i] = 1;
 			got[k]++;
 		}
 	}
+	ok &= got[0] + sent[0] + got[1] + sent[1] == 4 * N;
 	IBFT_CHECK(ok, "rdm-burst", "side 0: %d sent, %d received; side 1: %d, "
 		   "%d (of %d each)", sent[0], got[0], sent[1], got[1], N);
+	if (err_side >= 0)
+		printf("# side %d: error completion: %s, %s, tag %llu\n", err_side,
+		       fi_strerror(c.err), c.e.flags & FI_SEND ? "send" : "receive",
+		       (unsigned long long)c.e.tag);
+	for (k = 0; !ok && k < 2; k++) {
+		char miss[256];
+		size_t m = 0;
+
+		for (i = 0; i < N && m < sizeof(miss) - 16; i++)
+			if (!got_tag[k][i] || !sent_tag[k][i])
+				m += (size_t)snprintf(miss + m, sizeof(miss) - m,
+						      " %s%d%s",
+						      got_tag[k][i] ? "" : "r",
+						      i, sent_tag[k][i] ? "" : "s");
+		miss[m] = 0;
+		printf("# side %d lacks (rI: receive I, Is: send I; I %% 3 == 0 "
+		       "is rendezvous):%s\n", k, miss);
+	}
 out:
 	close_all();
 	for (k = 0; k < 2; k++)
