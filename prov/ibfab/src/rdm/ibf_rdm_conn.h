@@ -189,7 +189,8 @@ struct ibf_qp_map {
 
 /*
  * The connection layer's part of the endpoint (ibf_rdm_conn.c,
- * ibf_rdm_cm.c, ibf_rdm_post.c, ibf_rdm_flow.c, ibf_rdm_grave.c), over
+ * ibf_rdm_cm.c, ibf_rdm_post.c, ibf_rdm_flow.c, ibf_rdm_grave.c,
+ * ibf_rdm_qpmap.c), over
  * the operations layer's (ibf_rdm_op.h says how the parts nest).
  */
 #define IBF_RDM_EP_CONNS_FIELDS \
@@ -456,9 +457,20 @@ struct ibf_rdm_conn *ibf_rdm_conn_claim(struct ibf_rdm_ep_conns *ep,
 					const struct ibf_name *name);
 /* conn's QP on id, made its current one (arrivals on it are conn's). */
 int ibf_rdm_qp_create(struct ibf_rdm_conn *conn, struct rdma_cm_id *id);
-void ibf_rdm_qp_map_free(struct ibf_rdm_ep_conns *ep);
+
+/* ibf_rdm_qpmap.c.  cm_lock held: qp_num is conn's new QP (0 or
+ * -FI_ENOMEM). */
+int ibf_rdm_qp_map_set(struct ibf_rdm_ep_conns *ep, uint32_t qp_num,
+		       struct ibf_rdm_conn *conn);
 /* qp_num's QP is destroyed: arrivals can no longer name it. */
 void ibf_rdm_qp_map_del(struct ibf_rdm_ep_conns *ep, uint32_t qp_num);
+/* cm_lock held, by progress before it looks anything up: the tables
+ * replaced before, taken off for the caller to free with
+ * ibf_rdm_qp_maps_free. */
+struct ibf_qp_map *ibf_rdm_qp_maps_retired(struct ibf_rdm_ep_conns *ep);
+void ibf_rdm_qp_maps_free(struct ibf_qp_map *m);
+/* At close: the table and every table it replaced. */
+void ibf_rdm_qp_map_free(struct ibf_rdm_ep_conns *ep);
 
 /* ibf_rdm_grave.c.  Done with id (of conn, or NULL): its QP to the error
  * state and drained, then id and QP destroyed by the thread. */
