@@ -357,7 +357,7 @@ static int ibf_rdm_close(struct fid *fid)
 	if (ep->soft_reserved)
 		ibf_rdm_drain(ep);
 	ibf_rdm_unreserve_cqs(ep);
-	ibf_rdm_ops_windows_free(&ep->as_ops);	/* before the QPs they hold */
+	ibf_rdm_ops_windows_free(&ep->as_ops);	/* unbound, freed; binder gone */
 	ibf_rdm_cm_destroy(&ep->as_conns);	/* QPs and ids */
 	ibf_rdm_hcq_close(ep);
 	if (ep->srq)

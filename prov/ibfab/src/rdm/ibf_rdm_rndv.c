@@ -5,14 +5,14 @@
  * The sender opens its buffer to the peer and sends an RTS naming it:
  * through a memory window over the buffer's cached registration, bound on
  * the endpoint's binder (ibf_rdm_bind.h), where it can (no registration
- * once warm); else by registering each buffer for this send alone.  The receiver,
- * once a receive matches, registers that buffer (unless the
+ * once warm); else by registering each buffer for this send alone.  The
+ * receiver, once a receive matches, registers that buffer (unless the
  * caller gave a descriptor), reads the message into it with RDMA READ in
  * pieces of the port's max_msg_sz, at most IBF_RDM_READS at a time, and
  * answers with a FIN from the bounce that held the RTS, which completes
  * the send; the sender unbinds its window then.  Reads and FINs that find
- * their connection's send queue full
- * wait in its stalled list (ibf_rdm_unstall goes on when slots return).
+ * their connection's send queue full wait in its stalled list
+ * (ibf_rdm_unstall goes on when slots return).
  * Every step is bound to the connection and life (epoch) the RTS came on,
  * and a FIN to the send's cookie, connection and life.
  * Called with ep->lock held.
