@@ -104,6 +104,7 @@ struct ibft_conn_opts {
 	int no_cq;		/* with cntrs: bind no CQ at all */
 	const void *cm_data;	/* sent with connect / accept */
 	size_t cm_data_len;
+	enum fi_threading threading;	/* 0 (FI_THREAD_UNSPEC): the provider's */
 };
 
 /* Hints with the -s/-d addresses in place. */

@@ -118,6 +118,7 @@ static struct fi_info *getinfo(const struct ibft_conn_opts *o)
 	if (o->tagged)
 		hints->caps = FI_MSG | FI_TAGGED;
 	hints->caps |= o->caps;
+	hints->domain_attr->threading = o->threading;
 	if (ibft_opts.server)
 		ret = fi_getinfo(IBFT_VERSION, ibft_opts.src, ibft_opts.port,
 				 FI_SOURCE, hints, &info);

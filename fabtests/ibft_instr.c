@@ -302,8 +302,11 @@ static int reg_mem(struct side *s)
 /* The child (responder) listens on -d, the parent connects from -s. */
 static int open_msg(struct side *s)
 {
+	/* FI_THREAD_DOMAIN as for RDM: the level at which neither ibfab nor
+	 * verbs needs a lock, so the counts compare the data paths alone. */
 	struct ibft_conn_opts o = { .tx_size = 64, .rx_size = 64,
-				    .caps = FI_RMA };
+				    .caps = FI_RMA,
+				    .threading = FI_THREAD_DOMAIN };
 	struct fi_info *req;
 	char x = 'l';
 	int ret;
