@@ -6,15 +6,11 @@
 
 #define N 8
 static struct ibf_op ops[N];
-static struct ibf_ring ring = { .ops = ops, .size = N };
+static struct ibf_ring ring;
 
 static void setup(void)
 {
-	int i;
-
-	ring.head = ring.tail = 0;
-	for (i = 0; i < N; i++)
-		ops[i].ring = &ring;
+	ibf_ring_set(&ring, ops, N);
 }
 
 TestSuite(ring, .init = setup);

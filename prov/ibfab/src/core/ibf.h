@@ -512,6 +512,7 @@ struct ibf_op {
 	enum ibf_op_kind kind;
 	int user_comp;		/* the caller asked for a completion */
 	uint32_t lkey;		/* FI_MULTI_RECV: to post the rest again */
+	uint32_t slot;		/* IBF_OP_RING: its index in ring->ops */
 	/* What a soft completion reports beyond the above (tagged mode). */
 	uint64_t data, tag;
 	size_t olen;
@@ -537,13 +538,29 @@ static inline uint32_t ibf_ring_free(struct ibf_ring *r)
 	return r->size - (r->head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE));
 }
 
+/* Make ops[0, size) the slots of r, empty. */
+static inline void ibf_ring_set(struct ibf_ring *r, struct ibf_op *ops,
+				uint32_t size)
+{
+	uint32_t i;
+
+	r->ops = ops;
+	r->size = size;
+	r->head = r->tail = 0;
+	for (i = 0; i < size; i++) {
+		ops[i].ring = r;
+		ops[i].slot = i;
+		ops[i].kind = IBF_OP_RING;
+	}
+}
+
 static inline void ibf_ring_retire(struct ibf_op *op)
 {
 	struct ibf_ring *r = op->ring;
-	uint32_t idx = (uint32_t)(op - r->ops);
+	uint32_t idx = op->slot;	/* op - r->ops, without a division */
 	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
 
-	assert(idx < r->size);	/* a slot of this ring */
+	assert(idx < r->size && op == &r->ops[idx]);	/* a slot of this ring */
 	/* Advance tail to just past idx, modulo the ring. */
 	tail += ((idx - tail) & (r->size - 1)) + 1;
 	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);

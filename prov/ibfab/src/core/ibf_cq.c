@@ -155,6 +155,8 @@ int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
 	return 1;
 }
 
+static struct fi_ops_cq ibf_cq_progress_ops;
+
 int ibf_cq_add_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 {
 	struct ibf_progress **tmp;
@@ -167,6 +169,10 @@ int ibf_cq_add_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 	if (tmp) {
 		cq->eps = tmp;
 		cq->eps[cq->neps++] = ep;
+		/* Reads progress from now on: the table that does it inline.
+		 * A thread already in the other one reads right too. */
+		__atomic_store_n(&cq->cq_fid.ops, &ibf_cq_progress_ops,
+				 __ATOMIC_RELAXED);
 	}
 	ibf_lock_release(&cq->lock);
 	if (!tmp && cq->channel && fd >= 0)
@@ -204,7 +210,7 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 	struct ibv_wc *wc;
 	struct ibf_op *op;
 	uint64_t clear;
-	int polled;
+	int polled, ring, drained = 0;
 
 	while (n < count && !cq->has_err) {
 		if (unlikely(cq->soft_head !=
@@ -237,14 +243,24 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 			continue;
 		}
 		if (cq->wc_next == cq->wc_count) {
+			/* A poll that came back short emptied the device CQ
+			 * an instant ago: polling it again in this read
+			 * would almost always find nothing, at the cost of
+			 * an empty read. */
+			if (drained)
+				break;
 			polled = ibf_cq_fetch(cq, cq->wc, IBF_CQ_BATCH);
 			if (polled <= 0)
 				break;
+			drained = polled < IBF_CQ_BATCH;
 			cq->wc_next = 0;
 			cq->wc_count = polled;
 		}
 		wc = &cq->wc[cq->wc_next];
 		op = (struct ibf_op *)(uintptr_t)wc->wr_id;
+		/* Read once: the entries written below may alias *op as far
+		 * as the compiler knows. */
+		ring = op->kind == IBF_OP_RING;
 		if (unlikely(ibf_cq_wing_owns(cq, op, wc))) {
 			cq->wc_next++;
 			continue;
@@ -262,7 +278,11 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 				src[n] = FI_ADDR_NOTAVAIL;
 			n++;
 		}
-		ibf_op_release(op);	/* after the last read of *op */
+		/* After the last read of *op. */
+		if (likely(ring))
+			ibf_ring_retire(op);
+		else
+			ibf_op_release(op);
 	}
 	if (n)
 		return n;
@@ -289,8 +309,9 @@ static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
  * small: an application spinning on an RDM CQ runs this, progress and
  * the check above, and returns (fabtests/run-instr counts it).
  */
-static ssize_t ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
-			   fi_addr_t *src)
+static inline __attribute__((always_inline)) ssize_t
+ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
+	    fi_addr_t *src)
 {
 	int eps = cq->neps;
 	size_t n = 0;
@@ -359,23 +380,70 @@ int ibf_cq_ready(struct ibf_cq *cq)
 	return ready;
 }
 
+/* A read under the CQ's lock, progressing its endpoints. */
+static inline __attribute__((always_inline)) ssize_t
+ibf_cq_read_locked(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src)
+{
+	ssize_t ret;
+
+	ibf_lock_acquire(&cq->lock);
+	ret = ibf_cq_poll(cq, buf, count, src);
+	ibf_lock_release(&cq->lock);
+	return ret;
+}
+
+static __attribute__((noinline)) ssize_t
+ibf_cq_read_slow(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src)
+{
+	return ibf_cq_read_locked(cq, buf, count, src);
+}
+
+/*
+ * fi_cq_readfrom of a CQ that no endpoint progresses (ibf_cq_ops).  With
+ * no lock to take either (FI_EP_MSG at FI_THREAD_DOMAIN and below), it
+ * goes straight to what the CQ holds, by a jump, so that an empty read
+ * sets up one frame, not two.
+ */
 ssize_t ibf_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
-			       fi_addr_t *src_addr)
+			fi_addr_t *src_addr)
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
-	ssize_t ret;
 
 	if (unlikely(!buf && count))
 		return -FI_EINVAL;
-	ibf_lock_acquire(&cq->lock);
-	ret = ibf_cq_poll(cq, buf, count, src_addr);
-	ibf_lock_release(&cq->lock);
-	return ret;
+	if (likely(!cq->lock.enabled && !cq->neps)) {
+		if (unlikely(cq->waiting))
+			__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
+		return ibf_cq_collect(cq, buf, count, src_addr, 0);
+	}
+	return ibf_cq_read_slow(cq, buf, count, src_addr);
 }
 
 static ssize_t ibf_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
 {
 	return ibf_cq_readfrom(cq_fid, buf, count, NULL);
+}
+
+/*
+ * The same for a CQ an RDM endpoint was bound to (ibf_cq_progress_ops,
+ * from ibf_cq_add_ep on): every read progresses, so progress and the
+ * lock are inline, in the one frame.  Either table is right for any CQ;
+ * each is the shorter path for its kind.
+ */
+static ssize_t ibf_cq_readfrom_progress(struct fid_cq *cq_fid, void *buf,
+					size_t count, fi_addr_t *src_addr)
+{
+	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+
+	if (unlikely(!buf && count))
+		return -FI_EINVAL;
+	return ibf_cq_read_locked(cq, buf, count, src_addr);
+}
+
+static ssize_t ibf_cq_read_progress(struct fid_cq *cq_fid, void *buf,
+				    size_t count)
+{
+	return ibf_cq_readfrom_progress(cq_fid, buf, count, NULL);
 }
 
 static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err,
@@ -509,6 +577,17 @@ static struct fi_ops_cq ibf_cq_ops = {
 	.size = sizeof(struct fi_ops_cq),
 	.read = ibf_cq_read,
 	.readfrom = ibf_cq_readfrom,
+	.readerr = ibf_cq_readerr,
+	.sread = ibf_cq_sread,
+	.sreadfrom = ibf_cq_sreadfrom,
+	.signal = ibf_cq_signal,
+	.strerror = ibf_cq_strerror,
+};
+
+static struct fi_ops_cq ibf_cq_progress_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = ibf_cq_read_progress,
+	.readfrom = ibf_cq_readfrom_progress,
 	.readerr = ibf_cq_readerr,
 	.sread = ibf_cq_sread,
 	.sreadfrom = ibf_cq_sreadfrom,

@@ -51,17 +51,11 @@ static uint32_t ibf_ring_size(size_t want, int dev_max)
 
 static int ibf_ring_init(struct ibf_ring *r, uint32_t size)
 {
-	uint32_t i;
+	struct ibf_op *ops = calloc(size, sizeof(*ops));
 
-	r->ops = calloc(size, sizeof(*r->ops));
-	if (!r->ops)
+	if (!ops)
 		return -FI_ENOMEM;
-	r->size = size;
-	r->head = r->tail = 0;
-	for (i = 0; i < size; i++) {
-		r->ops[i].ring = r;
-		r->ops[i].kind = IBF_OP_RING;
-	}
+	ibf_ring_set(r, ops, size);
 	return 0;
 }
 
