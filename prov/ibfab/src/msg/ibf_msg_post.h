@@ -148,11 +148,12 @@ static inline ssize_t ibf_msg_tx_post(struct ibf_ep *ep, struct ibf_op *op,
 	return ret;
 }
 
-/* Post one send-side work request whose SGEs are filled (len bytes). */
-static inline ssize_t ibf_ep_post_tx_sge(struct ibf_ep *ep,
-					 const struct ibf_tx *tx,
-					 struct ibv_sge *sge, size_t len,
-					 int inline_ok)
+/* Post one send-side work request whose SGEs are filled (len bytes).
+ * Inlined into each caller, so that its struct ibf_tx lives in registers
+ * instead of being built on the stack and read back. */
+static inline __attribute__((always_inline)) ssize_t
+ibf_ep_post_tx_sge(struct ibf_ep *ep, const struct ibf_tx *tx,
+		   struct ibv_sge *sge, size_t len, int inline_ok)
 {
 	struct ibv_send_wr wr;
 	struct ibf_op *op;
@@ -212,22 +213,34 @@ static inline ssize_t ibf_ep_post_tx(struct ibf_ep *ep, const struct ibf_tx *tx)
 }
 
 /*
- * One buffer small enough to go inline (the common small send, write and
- * inject): no iov walk and no key.  Anything else takes the general path,
- * which checks and says what is wrong.
+ * The fast path of a send, write or read of one buffer: fills *sge and
+ * returns 1, *inl set when it goes inline (small enough, not a read: no
+ * key needed, the buffer free on return), else with the key of its
+ * descriptor.  0 when anything needs checking (several buffers, no or a
+ * foreign descriptor, an oversized one, an inject too big to go inline):
+ * then ibf_ep_post_tx checks and says what is wrong.  The caller builds
+ * its struct ibf_tx in each branch, so that the fast one's never has its
+ * address taken by a function not inlined, and the compiler keeps it in
+ * registers.
  */
-static inline ssize_t ibf_ep_post_tx_one(struct ibf_ep *ep,
-					 const struct ibf_tx *tx)
+static inline __attribute__((always_inline)) int
+ibf_tx_one(const struct ibf_ep *ep, size_t count, const struct iovec *iov,
+	   void **desc, enum ibv_wr_opcode opcode, uint64_t flags,
+	   struct ibv_sge *sge, int *inl)
 {
-	struct ibv_sge sge;
+	size_t len;
 
-	if (unlikely(tx->iov[0].iov_len > ep->inject_size ||
-		     tx->opcode == IBV_WR_RDMA_READ))
-		return ibf_ep_post_tx(ep, tx);
-	sge.addr = (uintptr_t)tx->iov[0].iov_base;
-	sge.length = (uint32_t)tx->iov[0].iov_len;
-	sge.lkey = 0;
-	return ibf_ep_post_tx_sge(ep, tx, &sge, tx->iov[0].iov_len, 1);
+	if (unlikely(count != 1))
+		return 0;
+	len = iov[0].iov_len;
+	sge->addr = (uintptr_t)iov[0].iov_base;
+	sge->length = (uint32_t)len;
+	sge->lkey = 0;
+	*inl = len <= ep->inject_size && opcode != IBV_WR_RDMA_READ;
+	if (*inl)
+		return 1;
+	return len <= UINT32_MAX && !(flags & FI_INJECT) && desc &&
+	       !ibf_desc_lkey(desc[0], &sge->lkey);
 }
 
 /*
@@ -331,6 +344,11 @@ static inline ssize_t ibf_ep_post_rx(struct ibf_ep *ep, const struct iovec *iov,
 				  context, comp, flags);
 }
 
+/* fi_recv's general path (ibf_msg_sendrecv.c), out of line so that the
+ * fast one below keeps its arguments in registers. */
+ssize_t ibf_ep_post_rx_buf(struct ibf_ep *ep, void *buf, size_t len,
+			   void *desc, void *context, int comp, uint64_t flags);
+
 /*
  * fi_recv's one registered buffer on an endpoint with a receive queue of
  * its own: no iov walk.  Anything else (shared receive context,
@@ -341,12 +359,12 @@ static inline ssize_t ibf_ep_post_rx_one(struct ibf_ep *ep, void *buf,
 					 size_t len, void *desc, void *context,
 					 int comp, uint64_t flags)
 {
-	struct iovec iov = { buf, len };
 	struct ibv_sge sge;
 
 	if (unlikely(ep->srx || (flags & FI_MULTI_RECV) || !len ||
 		     len > UINT32_MAX || ibf_desc_lkey(desc, &sge.lkey)))
-		return ibf_ep_post_rx(ep, &iov, &desc, 1, context, comp, flags);
+		return ibf_ep_post_rx_buf(ep, buf, len, desc, context, comp,
+					  flags);
 	sge.addr = (uintptr_t)buf;
 	sge.length = (uint32_t)len;
 	return ibf_ep_post_rx_sge(ep, &sge, 1, len, buf, context, comp, flags);

@@ -4,12 +4,13 @@
 
 #include "ibf_msg_post.h"
 
-static inline ssize_t ibf_rma(struct ibf_ep *ep, enum ibv_wr_opcode opcode,
-			      const struct iovec *iov, void **desc, size_t count,
-			      uint64_t addr, uint64_t key, uint64_t data,
-			      uint64_t flags, void *context, int comp)
+/* One RMA, as every call of the families describes it. */
+static inline __attribute__((always_inline)) struct ibf_tx
+ibf_rma_tx(enum ibv_wr_opcode opcode, const struct iovec *iov, void **desc,
+	   size_t count, uint64_t addr, uint64_t key, uint64_t data,
+	   uint64_t flags, void *context, int comp)
 {
-	struct ibf_tx tx = {
+	return (struct ibf_tx){
 		.iov = iov,
 		.desc = desc,
 		.count = count,
@@ -22,6 +23,28 @@ static inline ssize_t ibf_rma(struct ibf_ep *ep, enum ibv_wr_opcode opcode,
 		.context = context,
 		.comp = comp,
 	};
+}
+
+static __attribute__((noinline)) ssize_t
+ibf_rma_general(struct ibf_ep *ep, enum ibv_wr_opcode opcode,
+		const struct iovec *iov, void **desc, size_t count,
+		uint64_t addr, uint64_t key, uint64_t data, uint64_t flags,
+		void *context, int comp)
+{
+	struct ibf_tx tx = ibf_rma_tx(opcode, iov, desc, count, addr, key,
+				      data, flags, context, comp);
+
+	return ibf_ep_post_tx(ep, &tx);
+}
+
+/* Inlined into each call of the families, as ibf_send is. */
+static inline __attribute__((always_inline)) ssize_t
+ibf_rma(struct ibf_ep *ep, enum ibv_wr_opcode opcode, const struct iovec *iov,
+	void **desc, size_t count, uint64_t addr, uint64_t key, uint64_t data,
+	uint64_t flags, void *context, int comp)
+{
+	struct ibv_sge sge;
+	int inl;
 
 	if (unlikely(key > UINT32_MAX)) {
 		FI_WARN_SPARSE(&ibf_prov, FI_LOG_EP_DATA, "key %#llx is not an "
@@ -29,8 +52,15 @@ static inline ssize_t ibf_rma(struct ibf_ep *ep, enum ibv_wr_opcode opcode,
 			       (unsigned long long)key);
 		return -FI_EINVAL;
 	}
-	return count == 1 ? ibf_ep_post_tx_one(ep, &tx) :
-			    ibf_ep_post_tx(ep, &tx);
+	if (likely(ibf_tx_one(ep, count, iov, desc, opcode, flags, &sge,
+			      &inl))) {
+		struct ibf_tx tx = ibf_rma_tx(opcode, iov, desc, count, addr,
+					      key, data, flags, context, comp);
+
+		return ibf_ep_post_tx_sge(ep, &tx, &sge, iov[0].iov_len, inl);
+	}
+	return ibf_rma_general(ep, opcode, iov, desc, count, addr, key, data,
+			       flags, context, comp);
 }
 
 static enum ibv_wr_opcode ibf_write_opcode(uint64_t flags)

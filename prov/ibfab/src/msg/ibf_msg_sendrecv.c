@@ -30,6 +30,14 @@ ibf_msg_post_recv_trace(const struct ibv_qp *qp, const struct ibv_recv_wr *wr)
 	ibf_post_trace_recv(who, wr);
 }
 
+ssize_t ibf_ep_post_rx_buf(struct ibf_ep *ep, void *buf, size_t len,
+			   void *desc, void *context, int comp, uint64_t flags)
+{
+	struct iovec iov = { buf, len };
+
+	return ibf_ep_post_rx(ep, &iov, &desc, 1, context, comp, flags);
+}
+
 static ssize_t ibf_msg_recv(struct fid_ep *ep_fid, void *buf, size_t len,
 			    void *desc, fi_addr_t src_addr, void *context)
 {
@@ -61,11 +69,11 @@ static ssize_t ibf_msg_recvmsg(struct fid_ep *ep_fid, const struct fi_msg *msg,
 }
 
 /* One send, as every call of the family describes it. */
-static inline ssize_t ibf_send(struct ibf_ep *ep, const struct iovec *iov,
-			       void **desc, size_t count, uint64_t data,
-			       uint64_t flags, void *context, int comp)
+static inline __attribute__((always_inline)) struct ibf_tx
+ibf_send_tx(const struct iovec *iov, void **desc, size_t count, uint64_t data,
+	    uint64_t flags, void *context, int comp)
 {
-	struct ibf_tx tx = {
+	return (struct ibf_tx){
 		.iov = iov,
 		.desc = desc,
 		.count = count,
@@ -77,9 +85,36 @@ static inline ssize_t ibf_send(struct ibf_ep *ep, const struct iovec *iov,
 		.context = context,
 		.comp = comp,
 	};
+}
 
-	return count == 1 ? ibf_ep_post_tx_one(ep, &tx) :
-			    ibf_ep_post_tx(ep, &tx);
+static __attribute__((noinline)) ssize_t
+ibf_send_general(struct ibf_ep *ep, const struct iovec *iov, void **desc,
+		 size_t count, uint64_t data, uint64_t flags, void *context,
+		 int comp)
+{
+	struct ibf_tx tx = ibf_send_tx(iov, desc, count, data, flags, context,
+				       comp);
+
+	return ibf_ep_post_tx(ep, &tx);
+}
+
+/* Inlined into each call of the family, so that its constants fold. */
+static inline __attribute__((always_inline)) ssize_t
+ibf_send(struct ibf_ep *ep, const struct iovec *iov, void **desc,
+	 size_t count, uint64_t data, uint64_t flags, void *context, int comp)
+{
+	struct ibv_sge sge;
+	int inl;
+
+	if (likely(ibf_tx_one(ep, count, iov, desc, IBV_WR_SEND, flags, &sge,
+			      &inl))) {
+		struct ibf_tx tx = ibf_send_tx(iov, desc, count, data, flags,
+					       context, comp);
+
+		return ibf_ep_post_tx_sge(ep, &tx, &sge, iov[0].iov_len, inl);
+	}
+	return ibf_send_general(ep, iov, desc, count, data, flags, context,
+				comp);
 }
 
 static ssize_t ibf_msg_send(struct fid_ep *ep_fid, const void *buf, size_t len,
