@@ -204,12 +204,13 @@ Test(invariants, completing_an_op_never_posted_aborts)
 Test(invariants, retiring_a_slot_of_another_ring_aborts)
 {
 	static struct ibf_op ops[4], other[4];
-	struct ibf_ring ring = { .ops = ops, .size = 4 };
+	struct ibf_ring ring;
 
-	other[1].ring = &ring;
+	ibf_ring_set(&ring, ops, 4);
+	other[1].ring = &ring;	/* claims the ring and an index in it */
+	other[1].slot = 1;
 	cr_assert(aborts(retire, &other[1]));
-	ops[1].ring = &ring;	/* its own slot retires */
-	cr_assert(!aborts(retire, &ops[1]));
+	cr_assert(!aborts(retire, &ops[1]));	/* its own slot retires */
 }
 
 /* Every connection state has a name for the logs. */
