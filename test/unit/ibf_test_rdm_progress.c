@@ -203,6 +203,7 @@ static void setup(void)
 	cr_assert(cq);
 	cr_assert_eq(ibf_cq_soft_reserve(cq, 4), 0);
 	ep->base.tx_cq = ep->base.rx_cq = cq;
+	tx->is_tx = 1;
 	bounce->is_bounce = 1;
 	bounce->state = IBF_RDM_BOUNCE_POSTED;
 	ep->srq_posted = 1;

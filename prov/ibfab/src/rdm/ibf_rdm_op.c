@@ -42,12 +42,17 @@ void ibf_rdm_list_remove(struct ibf_rdm_list *l, struct ibf_rdm_op *op)
 static void ibf_rdm_op_setup(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *op,
 			     uint8_t *mem, uint32_t lkey, int is_bounce)
 {
+	uintptr_t p = (uintptr_t)op, first = (uintptr_t)ep->ops;
+
 	op->op.kind = IBF_OP_RDM;	/* the CQ never holds one: no release */
 	op->op.src = FI_ADDR_NOTAVAIL;
 	op->ep = ep;
 	op->mem = mem;
 	op->mem_lkey = lkey;
 	op->is_bounce = is_bounce;
+	/* A send op lies in the array's first ntx; extra bounces live
+	 * elsewhere, above or below it. */
+	op->is_tx = p >= first && p < (uintptr_t)(ep->ops + ep->ntx);
 }
 
 /* Ops are laid out as [ntx sends][nrx receives][nbounce bounces]; sends
@@ -151,10 +156,7 @@ void ibf_rdm_ops_fini(struct ibf_rdm_ep_ops *ep)
 
 static int ibf_rdm_is_tx(const struct ibf_rdm_op *op)
 {
-	uintptr_t p = (uintptr_t)op, first = (uintptr_t)op->ep->ops;
-
-	/* Extra bounces live elsewhere, above or below the array. */
-	return p >= first && p < (uintptr_t)(op->ep->ops + op->ep->ntx);
+	return op->is_tx;
 }
 
 void ibf_rdm_ops_each(struct ibf_rdm_ep_ops *ep,

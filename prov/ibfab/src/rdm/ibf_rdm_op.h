@@ -178,6 +178,7 @@ struct ibf_rdm_op {
 	enum ibf_rdm_op_state tx_state;	/* a send: its state once posted */
 	int uncounted;		/* a peek: not an operation counters count */
 	int is_bounce;
+	int is_tx;		/* one of the send ops (set once, at setup) */
 	/* A bounce holding a peer's request (ibf_rdm_wire.h): counted in its
 	 * connection's held until released; credit_due: its credit is given
 	 * back when it is. */
