@@ -40,6 +40,8 @@ static struct {
 	int ncq;
 	int srq_posts;
 	uint64_t srq_wr_id;
+	int srq_chain;		/* receives in the last SRQ post's chain */
+	int srq_refuse_at;	/* > 0: the next SRQ post takes that many */
 	int sends;
 	uint64_t send_wr_id;
 	int modify_calls;
@@ -67,10 +69,20 @@ static int mock_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
 static int mock_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
 			      struct ibv_recv_wr **bad)
 {
+	int i;
+
 	(void)srq;
-	(void)bad;
 	dev.srq_posts++;
 	dev.srq_wr_id = wr->wr_id;
+	for (dev.srq_chain = 0; wr; wr = wr->next, dev.srq_chain++) {
+		if (dev.srq_refuse_at && dev.srq_chain == dev.srq_refuse_at) {
+			i = dev.srq_refuse_at;
+			dev.srq_refuse_at = 0;
+			dev.srq_chain = i;
+			*bad = wr;
+			return ENOMEM;
+		}
+	}
 	return 0;
 }
 
@@ -284,6 +296,102 @@ Test(rdm_progress, a_flushed_receive_goes_back_to_the_srq)
 	cr_assert_eq(conn->epoch, 2);
 	cr_assert_eq(dev.disconnects, 0);
 	cr_assert_null(ep->graves);
+}
+
+/* Bounces of an SRQ of 64 (batches of 4), each holding an arrival. */
+static struct ibf_rdm_op *batch_bounces(int n)
+{
+	struct ibf_rdm_op *b = calloc((size_t)n, sizeof(*b));
+	int i;
+
+	cr_assert(b);
+	ep->nbounce = 64;
+	ep->srq_refill_at = 64 - ibf_rdm_repost_batch(&ep->as_ops);
+	ep->srq_posted = 64;
+	for (i = 0; i < n; i++) {
+		b[i].op.kind = IBF_OP_RDM;
+		b[i].ep = &ep->as_ops;
+		b[i].mem = mem[1];
+		b[i].is_bounce = 1;
+		b[i].state = IBF_RDM_BOUNCE_POSTED;
+	}
+	return b;
+}
+
+/*
+ * Released bounces go back to the SRQ a batch at a time, in one post:
+ * arrivals and releases one by one, as a ping-pong makes them, post
+ * nothing until the SRQ lacks a batch (a sixteenth of it), then all of
+ * them in one chain.
+ */
+Test(rdm_progress, released_bounces_go_back_to_the_srq_in_one_post)
+{
+	struct ibf_rdm_op *b = batch_bounces(4);
+	int i;
+
+	cr_assert_eq(ibf_rdm_repost_batch(&ep->as_ops), 4);
+	for (i = 0; i < 4; i++) {
+		ibf_rdm_bounce_arrived(&ep->as_ops);
+		ibf_rdm_bounce_release(&ep->as_ops, &b[i]);
+		if (i < 3) {
+			cr_assert_eq(dev.srq_posts, 0, "release %d posted", i);
+			cr_assert_eq(b[i].state, IBF_RDM_BOUNCE_SPARE);
+			progress();	/* nor does progress, short of a batch */
+			cr_assert_eq(dev.srq_posts, 0);
+		}
+	}
+	cr_assert_eq(dev.srq_posts, 1);
+	cr_assert_eq(dev.srq_chain, 4);
+	cr_assert_eq(ep->srq_posted, 64);
+	cr_assert_null(ep->spare);
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(b[i].state, IBF_RDM_BOUNCE_POSTED);
+	ep->nbounce = 1;
+	ep->srq_refill_at = 0;
+	ep->srq_posted = 1;
+	free(b);
+}
+
+/* The SRQ takes part of a batch: those it refused are spares again, and
+ * counted out of the SRQ, for the next batch. */
+Test(rdm_progress, bounces_the_srq_refuses_stay_spares)
+{
+	struct ibf_rdm_op *b = batch_bounces(4), *s, *in[2];
+	int i, spares = 0, nin = 0;
+
+	dev.srq_refuse_at = 2;
+	for (i = 0; i < 4; i++) {
+		ibf_rdm_bounce_arrived(&ep->as_ops);
+		ibf_rdm_bounce_release(&ep->as_ops, &b[i]);
+	}
+	cr_assert_eq(dev.srq_posts, 1);
+	cr_assert_eq(ep->srq_posted, 62);
+	for (s = ep->spare; s; s = s->next) {
+		cr_assert_eq(s->state, IBF_RDM_BOUNCE_SPARE);
+		spares++;
+	}
+	cr_assert_eq(spares, 2);
+	for (i = 0; i < 4; i++)
+		if (b[i].state == IBF_RDM_BOUNCE_POSTED)
+			in[nin++] = &b[i];
+	cr_assert_eq(nin, 2);
+	/* The two in the SRQ take arrivals: a batch short again, every
+	 * spare goes in, the refused two with the one just released. */
+	ibf_rdm_bounce_arrived(&ep->as_ops);
+	ibf_rdm_bounce_arrived(&ep->as_ops);
+	ibf_rdm_bounce_release(&ep->as_ops, in[0]);
+	cr_assert_eq(dev.srq_posts, 2);
+	cr_assert_eq(dev.srq_chain, 3);
+	cr_assert_eq(ep->srq_posted, 63);
+	cr_assert_null(ep->spare);
+	/* One short: the next release waits for a batch. */
+	ibf_rdm_bounce_release(&ep->as_ops, in[1]);
+	cr_assert_eq(dev.srq_posts, 2);
+	cr_assert_eq(ep->spare, in[1]);
+	ep->nbounce = 1;
+	ep->srq_refill_at = 0;
+	ep->srq_posted = 1;
+	free(b);
 }
 
 /*

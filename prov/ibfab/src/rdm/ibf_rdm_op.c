@@ -63,6 +63,7 @@ int ibf_rdm_ops_init(struct ibf_rdm_ep_ops *ep)
 	size_t bytes = (size_t)(ep->ntx + ep->nbounce) * ep->slot;
 	struct ibf_rdm_op *op;
 
+	ep->srq_refill_at = ep->nbounce - ibf_rdm_repost_batch(ep);
 	ep->ops = calloc(n, sizeof(*ep->ops));
 	if (!ep->ops || posix_memalign((void **)&ep->mem, 4096, bytes))
 		return -FI_ENOMEM;
@@ -352,42 +353,75 @@ void ibf_rdm_op_free(struct ibf_rdm_op *op)
  * behind), and the memory is spent only when a backlog first reaches it.
  * Each extra bounce may send a FIN, so the endpoint's CQ grows with them.
  */
-static int ibf_rdm_bounce_post(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b)
+/* b's receive for the SRQ (all of its slot), b POSTED from now on. */
+static void ibf_rdm_bounce_wr(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b,
+			      struct ibv_recv_wr *wr, struct ibv_sge *sge)
 {
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)b->mem,
-		.length = (uint32_t)ep->slot,
-		.lkey = b->mem_lkey,
-	};
-	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)&b->op, .sg_list = &sge,
-				  .num_sge = 1 }, *bad;
-	int ret;
-
+	sge->addr = (uintptr_t)b->mem;
+	sge->length = (uint32_t)ep->slot;
+	sge->lkey = b->mem_lkey;
+	wr->wr_id = (uintptr_t)&b->op;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->next = NULL;
 	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_POSTED);
 	b->conn = NULL;
 	ibf_tsan_release(b);
-	ret = ibv_post_srq_recv(ep->srq, &wr, &bad);
-	if (unlikely(ret)) {
-		IBF_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s: one eager "
-			 "buffer fewer\n", strerror(ret));
-		ibf_rdm_op_to(b, IBF_RDM_BOUNCE_SPARE);
-		return ibf_errno_to_fi(ret);
-	}
-	ep->srq_posted++;
-	return 0;
 }
 
-int ibf_rdm_bounce_release(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b)
+/* Post the n chained receives of wr[] in one call; the bounces of those
+ * the SRQ refused go back to the spares.  0 or -FI_E*. */
+static int ibf_rdm_bounces_push(struct ibf_rdm_ep_ops *ep,
+				struct ibv_recv_wr *wr, int n)
+{
+	struct ibv_recv_wr *bad = NULL;
+	struct ibf_rdm_op *b;
+	int ret, i, posted;
+
+	ret = ibv_post_srq_recv(ep->srq, wr, &bad);
+	if (likely(!ret)) {
+		ep->srq_posted += (uint32_t)n;
+		return 0;
+	}
+	/* Those before the one it names went in (ibv_post_srq_recv(3)). */
+	posted = bad >= wr && bad < wr + n ? (int)(bad - wr) : 0;
+	ep->srq_posted += (uint32_t)posted;
+	IBF_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s: %d eager buffers "
+		 "fewer until the next try\n", strerror(ret), n - posted);
+	for (i = posted; i < n; i++) {
+		b = container_of((struct ibf_op *)(uintptr_t)wr[i].wr_id,
+				 struct ibf_rdm_op, op);
+		ibf_rdm_op_to(b, IBF_RDM_BOUNCE_SPARE);
+		b->next = ep->spare;
+		ep->spare = b;
+	}
+	return ibf_errno_to_fi(ret);
+}
+
+static int ibf_rdm_bounce_post(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b)
+{
+	struct ibv_recv_wr wr;
+	struct ibv_sge sge;
+
+	ibf_rdm_bounce_wr(ep, b, &wr, &sge);
+	return ibf_rdm_bounces_push(ep, &wr, 1);
+}
+
+/*
+ * A released bounce joins the spares, and the SRQ takes them back a batch
+ * at a time (ibf_rdm_srq_short): one ibv_post_srq_recv, one lock in the
+ * driver, for up to IBF_RDM_REPOST_MAX of them.
+ */
+void ibf_rdm_bounce_release(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b)
 {
 	if (b->req)
 		ep->up->request_done(ep, b);	/* its credit, its share */
-	if (likely(ep->srq_posted < ep->nbounce))
-		return ibf_rdm_bounce_post(ep, b);
-	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_SPARE);	/* replaced while it was held */
+	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_SPARE);
 	b->conn = NULL;
 	b->next = ep->spare;
 	ep->spare = b;
-	return 0;
+	if (ibf_rdm_srq_short(ep))
+		ibf_rdm_bounce_refill(ep);
 }
 
 int ibf_rdm_bounces_post(struct ibf_rdm_ep_ops *ep)
@@ -452,18 +486,24 @@ static int ibf_rdm_bounce_grow(struct ibf_rdm_ep_ops *ep)
 
 void ibf_rdm_bounce_refill(struct ibf_rdm_ep_ops *ep)
 {
+	struct ibv_recv_wr wr[IBF_RDM_REPOST_MAX];
+	struct ibv_sge sge[IBF_RDM_REPOST_MAX];
 	struct ibf_rdm_op *b;
+	int n;
 
 	while (ep->srq_posted < ep->nbounce) {
-		if (!ep->spare && ibf_rdm_bounce_grow(ep))
-			return;
-		b = ep->spare;
-		ep->spare = b->next;
-		if (ibf_rdm_bounce_post(ep, b)) {
-			b->next = ep->spare;
-			ep->spare = b;
-			return;
+		for (n = 0; n < IBF_RDM_REPOST_MAX &&
+			    ep->srq_posted + (uint32_t)n < ep->nbounce; n++) {
+			if (!ep->spare && ibf_rdm_bounce_grow(ep))
+				break;
+			b = ep->spare;
+			ep->spare = b->next;
+			ibf_rdm_bounce_wr(ep, b, &wr[n], &sge[n]);
+			if (n)
+				wr[n - 1].next = &wr[n];
 		}
+		if (!n || ibf_rdm_bounces_push(ep, wr, n))
+			return;
 	}
 }
 

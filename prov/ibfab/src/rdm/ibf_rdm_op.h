@@ -103,6 +103,7 @@ struct ibf_rdm_upcalls {
 	/* Bounces: nbounce in the SRQ; spares replace those holding \
 	 * messages. */ \
 	uint32_t srq_posted; \
+	uint32_t srq_refill_at;	/* nbounce less a batch: ibf_rdm_srq_short */ \
 	struct ibf_rdm_op *spare; \
 	struct ibf_rdm_chunk *chunks;	/* the extra bounces, allocated */ \
 	uint32_t nextra, extra_max;	/* FI_IBFAB_RDM_UNEXP_MAX */ \
@@ -321,14 +322,36 @@ static inline int ibf_rdm_rx_any(struct ibf_rdm_ep_ops *ep)
 /* Back to its free list, unreported (a post that failed, a spent op). */
 void ibf_rdm_op_free(struct ibf_rdm_op *op);
 
-/* Bounce b is free again: back to the SRQ, or to the spares if it was
- * replaced there while it held a message. */
-int ibf_rdm_bounce_release(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b);
+/* Bounce b is free again: to the spares, which go back to the SRQ a
+ * batch at a time. */
+void ibf_rdm_bounce_release(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b);
 /* Post every bounce (fi_enable). */
 int ibf_rdm_bounces_post(struct ibf_rdm_ep_ops *ep);
 /* Top the SRQ up to nbounce from the spares, growing them if need be, up
  * to FI_IBFAB_RDM_UNEXP_MAX; progress calls it when the SRQ is short. */
 void ibf_rdm_bounce_refill(struct ibf_rdm_ep_ops *ep);
+
+/*
+ * Bounces go back to the SRQ in batches of up to a sixteenth of it (at
+ * most IBF_RDM_REPOST_MAX, at least 1): the SRQ then never lacks more than
+ * that, far less than the credits leave free (ibf_rdm_flow.c), and a
+ * sender that still found it empty would wait (rnr_retry 7), not fail.
+ */
+#define IBF_RDM_REPOST_MAX 16
+
+static inline uint32_t ibf_rdm_repost_batch(const struct ibf_rdm_ep_ops *ep)
+{
+	uint32_t n = ep->nbounce / 16;
+
+	return n < 1 ? 1 : n > IBF_RDM_REPOST_MAX ? IBF_RDM_REPOST_MAX : n;
+}
+
+/* Whether the SRQ lacks a batch of bounces (one load and compare: every
+ * progress asks). */
+static inline int ibf_rdm_srq_short(const struct ibf_rdm_ep_ops *ep)
+{
+	return ep->srq_posted <= ep->srq_refill_at;
+}
 /* Whether p is one of the endpoint's bounces (a pointer handed back by the
  * application, FI_CLAIM). */
 int ibf_rdm_bounce_owned(struct ibf_rdm_ep_ops *ep, const void *p);

@@ -635,8 +635,9 @@ void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
 		ibf_rdm_rx_reclaim(&ep->as_ops);
 		ibf_rdm_op_freed(&ep->as_ops);
 	}
-	/* Bounces kept by messages no receive has taken yet: replaced. */
-	if (unlikely(ep->srq_posted < ep->nbounce))
+	/* Bounces kept by messages no receive has taken yet: replaced, a
+	 * batch at a time. */
+	if (unlikely(ibf_rdm_srq_short(&ep->as_ops)))
 		ibf_rdm_bounce_refill(&ep->as_ops);
 	ibf_lock_release(&ep->lock);
 }
