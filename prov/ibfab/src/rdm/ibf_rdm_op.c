@@ -345,7 +345,8 @@ void ibf_rdm_op_free(struct ibf_rdm_op *op)
 /* ---- bounces ---- */
 
 /*
- * The SRQ always holds nbounce bounces while it can.  A bounce that holds
+ * The SRQ holds nbounce bounces while it can, less at most a batch of
+ * released ones waiting among the spares.  A bounce that holds
  * a message (unexpected, or an RTS being read) is replaced from the spares,
  * which grow, a chunk at a time, up to FI_IBFAB_RDM_UNEXP_MAX: senders
  * never wait for receives the application has not posted yet (a wait that

@@ -328,7 +328,8 @@ void ibf_rdm_bounce_release(struct ibf_rdm_ep_ops *ep, struct ibf_rdm_op *b);
 /* Post every bounce (fi_enable). */
 int ibf_rdm_bounces_post(struct ibf_rdm_ep_ops *ep);
 /* Top the SRQ up to nbounce from the spares, growing them if need be, up
- * to FI_IBFAB_RDM_UNEXP_MAX; progress calls it when the SRQ is short. */
+ * to FI_IBFAB_RDM_UNEXP_MAX; progress and a release call it when the SRQ
+ * lacks a batch (ibf_rdm_srq_short). */
 void ibf_rdm_bounce_refill(struct ibf_rdm_ep_ops *ep);
 
 /*
@@ -341,9 +342,7 @@ void ibf_rdm_bounce_refill(struct ibf_rdm_ep_ops *ep);
 
 static inline uint32_t ibf_rdm_repost_batch(const struct ibf_rdm_ep_ops *ep)
 {
-	uint32_t n = ep->nbounce / 16;
-
-	return n < 1 ? 1 : n > IBF_RDM_REPOST_MAX ? IBF_RDM_REPOST_MAX : n;
+	return IBF_MIN(IBF_MAX(ep->nbounce / 16, 1u), IBF_RDM_REPOST_MAX);
 }
 
 /* Whether the SRQ lacks a batch of bounces (one load and compare: every
