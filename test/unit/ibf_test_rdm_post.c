@@ -408,3 +408,39 @@ Test(rdm_queue, a_full_send_queue_is_eagain_to_the_caller)
 	cr_assert_eq(conn->window, 3);
 	cr_assert_eq(dev.calls, 1);
 }
+
+/* Credits owed reach a grant's worth while the send queue has no slot:
+ * the grant waits, and the next send completion on the connection posts
+ * it (and only a grant that found no slot waits for one). */
+Test(rdm_queue, a_grant_that_found_no_slot_goes_with_the_next_completion)
+{
+	struct ibf_rdm_op *grant = more[1];
+
+	grant->state = IBF_RDM_FREE;
+	conn->grant = grant;
+	conn->window = 4;
+	conn->credits = 1;
+	cr_assert_eq(ibf_rdm_conn_send(conn, op), 0);
+	cr_assert_eq(conn->credits, 0);
+	cr_assert_eq(dev.calls, 1);
+
+	/* The batch is half our window: 2 at the smallest SRQ. */
+	ibf_rdm_credit_owe(conn, conn->epoch, 1);
+	cr_assert_eq(dev.calls, 1, "one credit owed is not a grant's worth");
+	cr_assert_eq(conn->grant_stuck, 0);
+	ibf_rdm_credit_owe(conn, conn->epoch, 1);
+	cr_assert_eq(dev.calls, 1, "no slot: the grant cannot go");
+	cr_assert_eq(conn->grant_stuck, 1);
+	cr_assert_eq(conn->owed, 2);
+	cr_assert_eq(grant->state, IBF_RDM_FREE);
+
+	cr_assert_eq(ibf_rdm_send_done(op, IBV_WC_SUCCESS), 0);
+	cr_assert_eq(dev.calls, 2, "the freed slot carries the grant");
+	cr_assert_eq(dev.wr[0].opcode, IBV_WR_SEND_WITH_IMM);
+	cr_assert_eq(ntohl(dev.wr[0].imm_data), 2);
+	cr_assert_eq(dev.first[1], (uintptr_t)&grant->op);
+	cr_assert_eq(grant->state, IBF_RDM_GRANT);
+	cr_assert_eq(conn->owed, 0);
+	cr_assert_eq(conn->grant_stuck, 0);
+	cr_assert_eq(conn->credits, 0);
+}

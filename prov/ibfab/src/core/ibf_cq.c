@@ -326,7 +326,9 @@ ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 	 * fi_cq_sread, which may find more than this read takes. */
 	if (unlikely(cq->waiting))
 		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
-	if (eps && (n == count || (!n && ibf_cq_holds_nothing(cq))))
+	/* Progress filled buf, or nothing else is held: collecting would
+	 * add nothing (a ping-pong's reads of two mostly find one). */
+	if (eps && (n == count || ibf_cq_holds_nothing(cq)))
 		return n ? (ssize_t)n : -FI_EAGAIN;
 	return ibf_cq_collect(cq, buf, count, src, n);
 }

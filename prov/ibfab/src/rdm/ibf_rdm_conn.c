@@ -556,7 +556,9 @@ static void ibf_rdm_credit_return(struct ibf_rdm_op *op)
 	__atomic_add_fetch(&conn->credits, 1, __ATOMIC_RELEASE);
 	if (unlikely(conn->stalled_head))
 		ep->up->slots_freed(conn);
-	if (unlikely(conn->owed))
+	/* Not on every completion while credits are owed (almost always):
+	 * only a grant that found no slot is waiting for this one. */
+	if (unlikely(conn->grant_stuck))
 		ibf_rdm_grant_retry(conn);
 	ibf_rdm_queue_resume(conn);
 }

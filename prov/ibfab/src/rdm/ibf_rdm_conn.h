@@ -146,6 +146,9 @@ struct ibf_rdm_conn {
 	uint32_t rx_life;
 	uint32_t owed;
 	struct ibf_rdm_op *grant;
+	/* A grant was due but could not be posted (no send-queue slot): the
+	 * next send completion on conn tries again. */
+	int grant_stuck;
 	/* The protocol's (ep->lock): the peer's requests we hold now. */
 	uint32_t held;
 	/* ep->use_tick when last sent to or heard from, or accepted

@@ -113,6 +113,7 @@ static void ibf_rdm_grant_post(struct ibf_rdm_conn *conn)
 	wr.imm_data = htonl(conn->owed);
 	ibf_rdm_op_to(op, IBF_RDM_GRANT);
 	ret = ibf_rdm_post(conn, op, &wr, 1, 0, epoch);
+	conn->grant_stuck = ret < 0;
 	if (unlikely(ret < 0)) {
 		/* A full send queue: the next completion of conn retries
 		 * (ibf_rdm_grant_retry).  No QP: the life is over. */

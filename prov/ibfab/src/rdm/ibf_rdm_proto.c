@@ -570,20 +570,31 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 {
 	if (unlikely(ibf_rdm_send_done(op, wc->status)))
 		return;		/* the connection layer's own */
-	if (op->is_bounce)
+	if (op->is_bounce) {
 		ibf_rdm_bounce_release(&ep->as_ops, op);	/* its FIN went */
-	else if (op->state == IBF_RDM_TX_RMA)
+		return;
+	}
+	switch (op->state) {
+	case IBF_RDM_TX_RMA:
 		ibf_rdm_rma_sent(op, wc);
-	else if (op->state == IBF_RDM_TX_ATOMIC)
+		break;
+	case IBF_RDM_TX_ATOMIC:
 		ibf_rdm_atomic_sent(op, -ibf_wc_status_to_fi(wc->status));
-	else if (op->state == IBF_RDM_TX_KEYQ)
+		break;
+	case IBF_RDM_TX_KEYQ:
 		ibf_rdm_keyq_sent(op, -ibf_wc_status_to_fi(wc->status));
-	else if (op->state == IBF_RDM_RX_READ)
+		break;
+	case IBF_RDM_RX_READ:
 		ibf_rdm_on_read(ep, op, wc);
-	else if (op->state == IBF_RDM_TX_RTS)
+		break;
+	case IBF_RDM_TX_RTS:
 		ibf_rdm_rts_sent(op, -ibf_wc_status_to_fi(wc->status));
-	else
-		ibf_rdm_complete(op, -ibf_wc_status_to_fi(wc->status));
+		break;
+	default:	/* an eager send */
+		ibf_rdm_complete(op, likely(wc->status == IBV_WC_SUCCESS) ? 0 :
+				 -ibf_wc_status_to_fi(wc->status));
+		break;
+	}
 }
 
 /* A verbs completion of one of our ops. */
@@ -696,14 +707,23 @@ int ibf_rdm_trywait(struct ibf_progress *hook)
 
 /* ---- what the layers below report ---- */
 
+static void __attribute__((noinline, cold))
+ibf_rdm_op_freed_drain(struct ibf_rdm_ep_proto *ep)
+{
+	if (ep->multi_waiting)
+		ibf_rdm_multi_drain(ep);
+	if (ep->wdata_wait.head != NULL)
+		ibf_rdm_wdata_drain(ep);
+}
+
+/* Called for every op freed: two loads unless something waits for ops
+ * (the drains apart, so this needs no registers saved). */
 static void ibf_rdm_op_freed(struct ibf_rdm_ep_ops *ops)
 {
 	struct ibf_rdm_ep_proto *ep = ibf_rdm_proto_of_ops(ops);
 
-	if (unlikely(ep->multi_waiting))
-		ibf_rdm_multi_drain(ep);
-	if (unlikely(ep->wdata_wait.head != NULL))
-		ibf_rdm_wdata_drain(ep);
+	if (unlikely(ep->multi_waiting || ep->wdata_wait.head != NULL))
+		ibf_rdm_op_freed_drain(ep);
 }
 
 static void ibf_rdm_conns_ended(struct ibf_rdm_ep_conns *conns)
