@@ -444,3 +444,16 @@ Test(rdm_queue, a_grant_that_found_no_slot_goes_with_the_next_completion)
 	cr_assert_eq(conn->grant_stuck, 0);
 	cr_assert_eq(conn->credits, 0);
 }
+
+/* A grant stuck in a life that ended is not retried in the next: the new
+ * life owes nothing yet, so its completions need not try. */
+Test(rdm_queue, a_new_life_forgets_a_stuck_grant)
+{
+	conn->rx_life = conn->epoch;	/* the life before this one */
+	conn->grant_stuck = 1;
+	conn->owed = 3;
+	ibf_rdm_credit_owe(conn, conn->epoch, 1);
+	cr_assert_eq(conn->rx_life, conn->epoch + 1);
+	cr_assert_eq(conn->owed, 1);
+	cr_assert_eq(conn->grant_stuck, 0);
+}

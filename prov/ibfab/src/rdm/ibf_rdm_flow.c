@@ -86,6 +86,7 @@ static void ibf_rdm_flow_sync(struct ibf_rdm_conn *conn, uint32_t epoch)
 	conn->rx_life = epoch + 1;
 	conn->rx_left = (int)ibf_rdm_window_ours(conn->ep);
 	conn->owed = 0;
+	conn->grant_stuck = 0;	/* what the old life owed is gone */
 }
 
 int ibf_rdm_request_arrived(struct ibf_rdm_conn *conn, uint32_t epoch)
