@@ -197,8 +197,14 @@ const char *ibf_addr_str(const struct sockaddr *sa, char *buf, size_t len);
 /* ibf_util.c: 0, -FI_ENOSYS (a wait object ibfab lacks) or -FI_EINVAL. */
 int ibf_check_wait_obj(enum fi_wait_obj wait_obj);
 
-/* ibf_errno.c */
-int ibf_wc_status_to_fi(enum ibv_wc_status status);
+/* ibf_errno.c: a completion's status as a positive FI_E* (0: success);
+ * the success every completion but a failed one has, inline. */
+int ibf_wc_status_to_fi_failed(enum ibv_wc_status status);
+static inline int ibf_wc_status_to_fi(enum ibv_wc_status status)
+{
+	return likely(status == IBV_WC_SUCCESS) ? 0 :
+	       ibf_wc_status_to_fi_failed(status);
+}
 int ibf_errno_to_fi(int err);
 /* The same, for a data-path call the application may retry: ENOMEM (a
  * full send queue, pinned memory short) is -FI_EAGAIN. */

@@ -4,7 +4,7 @@
 
 #include "ibf.h"
 
-int ibf_wc_status_to_fi(enum ibv_wc_status status)
+int ibf_wc_status_to_fi_failed(enum ibv_wc_status status)
 {
 	switch (status) {
 	case IBV_WC_SUCCESS:

@@ -577,8 +577,7 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 	if (unlikely(ibf_rdm_send_done(op, wc->status)))
 		return;		/* the connection layer's own */
 	if (likely(op->state == IBF_RDM_TX)) {	/* an eager send: the usual */
-		ibf_rdm_complete(op, likely(wc->status == IBV_WC_SUCCESS) ? 0 :
-				 -ibf_wc_status_to_fi(wc->status));
+		ibf_rdm_complete(op, -ibf_wc_status_to_fi(wc->status));
 		return;
 	}
 	if (op->is_bounce) {
@@ -602,8 +601,7 @@ static void ibf_rdm_on_sent(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *op,
 		ibf_rdm_rts_sent(op, -ibf_wc_status_to_fi(wc->status));
 		break;
 	default:	/* an eager send, as above */
-		ibf_rdm_complete(op, likely(wc->status == IBV_WC_SUCCESS) ? 0 :
-				 -ibf_wc_status_to_fi(wc->status));
+		ibf_rdm_complete(op, -ibf_wc_status_to_fi(wc->status));
 		break;
 	}
 }
