@@ -851,6 +851,60 @@ Test(rdm_progress, a_queued_completion_frees_its_op_and_holds_its_room,
 }
 
 /*
+ * A CQ that one endpoint alone feeds, with no lock, is read by the
+ * endpoint's own read (struct ibf_progress's sole_read): fi_cq_read goes
+ * straight there, and a completion goes straight into the reader's
+ * buffer.  Once the endpoint is unbound, or on a CQ with a lock, reads
+ * take the CQ's own path and never that endpoint's.
+ */
+static int sole_reads;
+
+static ssize_t counted_sole_read(struct ibf_progress *p, struct ibf_cq *c,
+				 void *buf, size_t count, fi_addr_t *src)
+{
+	sole_reads++;
+	return ibf_rdm_sole_read(p, c, buf, count, src);
+}
+
+Test(rdm_progress, a_cq_one_endpoint_feeds_is_read_by_that_endpoint)
+{
+	struct fi_cq_tagged_entry e[2];
+	fi_addr_t src[2];
+
+	ep->hook.sole_read = counted_sole_read;
+	cq->format = FI_CQ_FORMAT_TAGGED;
+	cq->entry_size = sizeof(e[0]);
+	cr_assert_eq(ibf_cq_add_ep(cq, &ep->hook, -1), 0);
+
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), -FI_EAGAIN);
+	cr_assert_eq(sole_reads, 1);
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, NULL, 1), -FI_EINVAL);
+	cr_assert_eq(sole_reads, 1, "arguments are checked before");
+	reading();
+	complete_next(&rx->op, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, QP_NOW);
+	rx->op.src = 7;
+	cr_assert_eq(fi_cq_readfrom(&cq->cq_fid, e, 2, src), 1);
+	cr_assert_eq(sole_reads, 2);
+	cr_assert_eq(e[0].op_context, &ctx_app);
+	cr_assert_eq(e[0].len, 16);
+	cr_assert_eq(src[0], 7);
+	cr_assert_eq(cq_count(), 0, "written into the reader's buffer");
+	cr_assert_eq(dev.sends, 1, "and the read's FIN went");
+
+	ibf_cq_del_ep(cq, &ep->hook, -1);
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), -FI_EAGAIN);
+	cr_assert_eq(sole_reads, 2, "unbound: no read goes to it");
+
+	ibf_lock_init(&cq->lock, 1);
+	cr_assert_eq(ibf_cq_add_ep(cq, &ep->hook, -1), 0);
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), -FI_EAGAIN);
+	cr_assert_eq(sole_reads, 2, "a CQ with a lock reads its own way");
+	ibf_cq_del_ep(cq, &ep->hook, -1);
+	ibf_lock_fini(&cq->lock);
+	free(cq->eps);
+}
+
+/*
  * Remote CQ data that came when no receive op could be taken waits;
  * once the application reads the completion holding the room, the next
  * progress (the next read) reports the data with the op.

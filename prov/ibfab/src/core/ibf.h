@@ -228,9 +228,20 @@ int ibf_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
  * -FI_EAGAIN.  Called under the CQ's or counter's lock.
  */
 struct ibf_cq_sink;
+struct ibf_cq;
 struct ibf_progress {
 	void (*progress)(struct ibf_progress *p, struct ibf_cq_sink *sink);
 	int (*trywait)(struct ibf_progress *p);
+	/*
+	 * Optional: a whole fi_cq_readfrom (arguments checked) of a CQ this
+	 * endpoint alone feeds and no lock guards.  The CQ then jumps
+	 * straight here, so that a read has one frame between the
+	 * application and the device poll, not two.  It progresses as
+	 * progress does, with a sink of (cq, buf, src, count), and returns
+	 * ibf_cq_progressed() of what that wrote.
+	 */
+	ssize_t (*sole_read)(struct ibf_progress *p, struct ibf_cq *cq,
+			     void *buf, size_t count, fi_addr_t *src);
 };
 
 /*
@@ -670,6 +681,44 @@ struct ibf_cq_sink {
  * op.  0: queue it as before.
  */
 int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op);
+
+/* Called with cq->lock held (if it has one): the rest of buf, past the n
+ * entries progress wrote, from what the CQ holds.  Entries or -FI_E*. */
+ssize_t ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count,
+		       fi_addr_t *src, size_t n);
+
+/*
+ * Nothing held anywhere: no QP completes into the device CQ, no error, no
+ * soft completion.  Reports and batches of device completions come from
+ * the device CQ alone, so with it unused (hw_used is set once, before any
+ * QP exists) neither can be held.  hw_used is tested first: an RDM CQ's
+ * empty read then makes two more tests, not six.
+ */
+static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
+{
+	return !__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE) &&
+	       !cq->has_err &&
+	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * The end of every read that progresses endpoints (ibf_cq.c's, and a
+ * sole_read's), after progress wrote n of count entries into buf.
+ */
+static inline __attribute__((always_inline)) ssize_t
+ibf_cq_progressed(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
+		  size_t n)
+{
+	/* After progress: what it queued meanwhile woke a sleeper in
+	 * fi_cq_sread, which may find more than this read takes. */
+	if (unlikely(cq->waiting))
+		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
+	/* Progress filled buf, or nothing else is held: collecting would
+	 * add nothing (a ping-pong's reads of two mostly find one). */
+	if (n == count || ibf_cq_holds_nothing(cq))
+		return n ? (ssize_t)n : -FI_EAGAIN;
+	return ibf_cq_collect(cq, buf, count, src, n);
+}
 
 
 /*

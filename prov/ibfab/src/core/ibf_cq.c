@@ -155,7 +155,23 @@ int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
 	return 1;
 }
 
-static struct fi_ops_cq ibf_cq_progress_ops;
+static struct fi_ops_cq ibf_cq_progress_ops, ibf_cq_sole_ops;
+
+/*
+ * cq->lock held: the read table for the endpoints bound now.  One that
+ * reads for itself (sole_read) takes the whole read of a CQ it alone
+ * feeds if nothing is to be locked; otherwise reads progress inline
+ * (ibf_cq_progress_ops), which is right for any CQ.  A thread already in
+ * another table reads right too.
+ */
+static void ibf_cq_pick_ops(struct ibf_cq *cq)
+{
+	struct fi_ops_cq *ops = &ibf_cq_progress_ops;
+
+	if (cq->neps == 1 && !cq->lock.enabled && cq->eps[0]->sole_read)
+		ops = &ibf_cq_sole_ops;
+	__atomic_store_n(&cq->cq_fid.ops, ops, __ATOMIC_RELAXED);
+}
 
 int ibf_cq_add_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 {
@@ -169,10 +185,7 @@ int ibf_cq_add_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 	if (tmp) {
 		cq->eps = tmp;
 		cq->eps[cq->neps++] = ep;
-		/* Reads progress from now on: the table that does it inline.
-		 * A thread already in the other one reads right too. */
-		__atomic_store_n(&cq->cq_fid.ops, &ibf_cq_progress_ops,
-				 __ATOMIC_RELAXED);
+		ibf_cq_pick_ops(cq);	/* reads progress from now on */
 	}
 	ibf_lock_release(&cq->lock);
 	if (!tmp && cq->channel && fd >= 0)
@@ -191,6 +204,7 @@ void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 			break;
 		}
 	}
+	ibf_cq_pick_ops(cq);	/* never a sole read of an endpoint gone */
 	ibf_lock_release(&cq->lock);
 	if (cq->channel && fd >= 0)
 		ibf_waitfd_unwatch(&cq->wait, fd);
@@ -201,7 +215,7 @@ void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
  * buf from what the CQ holds (soft completions, reports, the device CQ).
  * Returns completions written, or -FI_E*.
  */
-static __attribute__((noinline)) ssize_t
+__attribute__((noinline)) ssize_t
 ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 	       size_t n)
 {
@@ -290,47 +304,24 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 }
 
 /*
- * Nothing held anywhere: no QP completes into the device CQ, no error, no
- * soft completion.  Reports and batches of device completions come from
- * the device CQ alone, so with it unused (hw_used is set once, before any
- * QP exists) neither can be held.  hw_used is tested first: an RDM CQ's
- * empty read then makes two more tests, not six.
- */
-static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
-{
-	return !__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE) &&
-	       !cq->has_err &&
-	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
-}
-
-/*
  * Called with cq->lock held.  Returns completions written, or -FI_E*.
  * src, if not NULL, gets each completion's source (FI_SOURCE).  Kept
  * small: an application spinning on an RDM CQ runs this, progress and
- * the check above, and returns (fabtests/run-instr counts it).
+ * ibf_cq_progressed, and returns (fabtests/run-instr counts it).
  */
 static inline __attribute__((always_inline)) ssize_t
 ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 	    fi_addr_t *src)
 {
-	int eps = cq->neps;
-	size_t n = 0;
-
-	if (eps) {	/* endpoints whose completions come by progress */
+	if (cq->neps) {	/* endpoints whose completions come by progress */
 		struct ibf_cq_sink sink = { cq, buf, src, count, 0 };
 
 		ibf_cq_progress_eps(cq, &sink);
-		n = sink.n;
+		return ibf_cq_progressed(cq, buf, count, src, sink.n);
 	}
-	/* After progress: what it queued meanwhile woke a sleeper in
-	 * fi_cq_sread, which may find more than this read takes. */
-	if (unlikely(cq->waiting))
+	if (unlikely(cq->waiting))	/* a read since fi_trywait */
 		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
-	/* Progress filled buf, or nothing else is held: collecting would
-	 * add nothing (a ping-pong's reads of two mostly find one). */
-	if (eps && (n == count || ibf_cq_holds_nothing(cq)))
-		return n ? (ssize_t)n : -FI_EAGAIN;
-	return ibf_cq_collect(cq, buf, count, src, n);
+	return ibf_cq_collect(cq, buf, count, src, 0);
 }
 
 int ibf_cq_bind(struct ibf_cq *cq, struct ibf_domain *dom, uint64_t flags,
@@ -446,6 +437,31 @@ static ssize_t ibf_cq_read_progress(struct fid_cq *cq_fid, void *buf,
 				    size_t count)
 {
 	return ibf_cq_readfrom_progress(cq_fid, buf, count, NULL);
+}
+
+/*
+ * And for a CQ one endpoint alone feeds with no lock (ibf_cq_sole_ops,
+ * from ibf_cq_pick_ops): a jump to the endpoint's own read.
+ */
+static ssize_t ibf_cq_readfrom_sole(struct fid_cq *cq_fid, void *buf,
+				    size_t count, fi_addr_t *src_addr)
+{
+	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+	struct ibf_progress *ep = cq->eps[0];
+
+	if (unlikely(!buf && count))
+		return -FI_EINVAL;
+	return ep->sole_read(ep, cq, buf, count, src_addr);
+}
+
+static ssize_t ibf_cq_read_sole(struct fid_cq *cq_fid, void *buf, size_t count)
+{
+	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+	struct ibf_progress *ep = cq->eps[0];
+
+	if (unlikely(!buf && count))
+		return -FI_EINVAL;
+	return ep->sole_read(ep, cq, buf, count, NULL);
 }
 
 static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err,
@@ -590,6 +606,17 @@ static struct fi_ops_cq ibf_cq_progress_ops = {
 	.size = sizeof(struct fi_ops_cq),
 	.read = ibf_cq_read_progress,
 	.readfrom = ibf_cq_readfrom_progress,
+	.readerr = ibf_cq_readerr,
+	.sread = ibf_cq_sread,
+	.sreadfrom = ibf_cq_sreadfrom,
+	.signal = ibf_cq_signal,
+	.strerror = ibf_cq_strerror,
+};
+
+static struct fi_ops_cq ibf_cq_sole_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = ibf_cq_read_sole,
+	.readfrom = ibf_cq_readfrom_sole,
 	.readerr = ibf_cq_readerr,
 	.sread = ibf_cq_sread,
 	.sreadfrom = ibf_cq_sreadfrom,

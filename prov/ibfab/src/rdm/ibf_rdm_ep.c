@@ -568,7 +568,8 @@ int ibf_rdm_ep_open(struct fid_domain *domain_fid, struct fi_info *info,
 		return -FI_ENOMEM;
 	ep->base.domain = dom;
 	ep->base.ops = &ibf_rdm_base_ops;
-	ep->hook = (struct ibf_progress){ ibf_rdm_progress, ibf_rdm_trywait };
+	ep->hook = (struct ibf_progress){ ibf_rdm_progress, ibf_rdm_trywait,
+					  ibf_rdm_sole_read };
 	ep->up = &ibf_rdm_proto_upcalls;
 	ep->stop_fd = -1;
 	ep->wake_fd = -1;

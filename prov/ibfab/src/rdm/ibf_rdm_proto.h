@@ -161,9 +161,12 @@ ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep_proto *ep, void *context);
  * The endpoint's progress hook (struct ibf_progress, ep->hook), which its
  * CQs and counters call: move its data (what the connection thread left,
  * then what the device completed; sink: the CQ read running it, or NULL),
- * and trywait: 0 when armed with nothing to do, or -FI_EAGAIN.
+ * trywait: 0 when armed with nothing to do, or -FI_EAGAIN, and sole_read:
+ * the whole read of a CQ the endpoint alone feeds with no lock.
  */
 void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink);
+ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
+			  void *buf, size_t count, fi_addr_t *src);
 int ibf_rdm_trywait(struct ibf_progress *hook);
 
 /* ---- ibf_rdm_rndv.c, for ibf_rdm_proto.c ---- */
