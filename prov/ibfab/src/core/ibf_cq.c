@@ -456,12 +456,7 @@ static ssize_t ibf_cq_readfrom_sole(struct fid_cq *cq_fid, void *buf,
 
 static ssize_t ibf_cq_read_sole(struct fid_cq *cq_fid, void *buf, size_t count)
 {
-	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
-	struct ibf_progress *ep = cq->eps[0];
-
-	if (unlikely(!buf && count))
-		return -FI_EINVAL;
-	return ep->sole_read(ep, cq, buf, count, NULL);
+	return ibf_cq_readfrom_sole(cq_fid, buf, count, NULL);
 }
 
 static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err,
