@@ -699,6 +699,8 @@ ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
 		ibf_rdm_cm_deliver(&ep->as_conns);
 	ibf_lock_acquire(&ep->lock);
 	polled = ibv_poll_cq(ep->hcq, IBF_CQ_BATCH, wc);
+	/* The tests ibf_rdm_progress_polled ends with, first here: a read
+	 * that finds nothing to do sets up no sink. */
 	if (polled > 0 ||
 	    unlikely(__atomic_load_n(&ep->rx_room.returned, __ATOMIC_RELAXED)) ||
 	    unlikely(ibf_rdm_srq_short(&ep->as_ops))) {
