@@ -976,62 +976,6 @@ void ibf_ep_base_detach_cntrs(struct ibf_ep_base *b, struct ibf_progress *hook);
  * counters bound, its domain and its info (the kind frees itself). */
 void ibf_ep_base_close(struct ibf_ep_base *b);
 
-/* ---- rdma_cm and QP helpers both endpoint kinds use (ibf_rdmacm.c) ---- */
-/* Connection parameters ibfab uses everywhere (reads, retries). */
-void ibf_cm_param_init(const struct ibv_device_attr *dev,
-		       struct rdma_conn_param *cp, const void *wire,
-		       uint8_t wire_len);
-/* rdma_cm leaves min_rnr_timer at 655 ms; call once the QP is in RTS. */
-void ibf_qp_set_rnr_timer(struct ibv_qp *qp);
-/* Move a QP to the error state: what it holds completes flushed. */
-int ibf_qp_to_error(struct ibv_qp *qp);
-/*
- * A listener's port can be bound again while ids of an earlier owner
- * linger (as SO_REUSEADDR lets a TCP server restart); two listeners on
- * one address are still refused.
- */
-void ibf_cm_reuse_addr(struct rdma_cm_id *id);
-/*
- * The wings' post paths, at FI_LOG_LEVEL=debug (asked of fi_log_enabled
- * once, at open): one line per work request of the chain wr, "post: WHO:
- * write of 8 bytes in 1 sge inline signalled, S slots left".
- */
-int ibf_post_trace_on(void);
-void ibf_post_trace(const char *who, const struct ibv_send_wr *wr, int slots);
-/* The same for a receive's work requests. */
-void ibf_post_trace_recv(const char *who, const struct ibv_recv_wr *wr);
-
-/* ibf_noops.c: what an object does not support answers -FI_ENOSYS. */
-extern struct fi_ops_tagged ibf_no_tagged_ops;
-extern struct fi_ops_rma ibf_no_rma_ops;
-ssize_t ibf_no_cancel(fid_t fid, void *context);
-int ibf_no_ctx(struct fid_ep *sep, int index, void *attr, struct fid_ep **ep,
-	       void *context);
-ssize_t ibf_no_size_left(struct fid_ep *ep);
-int ibf_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen);
-int ibf_no_connect(struct fid_ep *ep, const void *addr, const void *param,
-		   size_t paramlen);
-int ibf_no_listen(struct fid_pep *pep);
-int ibf_no_accept(struct fid_ep *ep, const void *param, size_t paramlen);
-int ibf_no_reject(struct fid_pep *pep, fid_t handle, const void *param,
-		  size_t paramlen);
-int ibf_no_shutdown(struct fid_ep *ep, uint64_t flags);
-int ibf_no_join(struct fid_ep *ep, const void *addr, uint64_t flags,
-		struct fid_mc **mc, void *context);
-ssize_t ibf_no_send(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-		    fi_addr_t dest_addr, void *context);
-ssize_t ibf_no_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc,
-		     size_t count, fi_addr_t dest_addr, void *context);
-ssize_t ibf_no_sendmsg(struct fid_ep *ep, const struct fi_msg *msg,
-		       uint64_t flags);
-ssize_t ibf_no_inject(struct fid_ep *ep, const void *buf, size_t len,
-		      fi_addr_t dest_addr);
-ssize_t ibf_no_senddata(struct fid_ep *ep, const void *buf, size_t len,
-			void *desc, uint64_t data, fi_addr_t dest_addr,
-			void *context);
-ssize_t ibf_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
-			  uint64_t data, fi_addr_t dest_addr);
-
 int ibf_eq_trywait(struct ibf_eq *eq);
 int ibf_cq_trywait(struct ibf_cq *cq);
 

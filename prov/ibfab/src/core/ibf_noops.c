@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "ibf.h"
+#include "ibf_noops.h"
 
 static ssize_t ibf_no_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
 			    fi_addr_t src_addr, uint64_t tag, uint64_t ignore,

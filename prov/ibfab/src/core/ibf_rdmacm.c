@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ibf.h"
+#include "ibf_rdmacm.h"
 
 void ibf_cm_param_init(const struct ibv_device_attr *dev,
 		       struct rdma_conn_param *cp, const void *wire,

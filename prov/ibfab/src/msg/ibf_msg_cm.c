@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "ibf_msg.h"
+#include "ibf_noops.h"
+#include "ibf_rdmacm.h"
 
 uint8_t ibf_cm_pack(uint8_t *wire, const void *data, size_t len)
 {

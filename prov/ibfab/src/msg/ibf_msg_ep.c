@@ -20,6 +20,8 @@
 
 #include "ibf_atomic_ops.h"
 #include "ibf_msg_post.h"
+#include "ibf_noops.h"
+#include "ibf_rdmacm.h"
 
 static uint32_t ibf_pow2_up(size_t n)
 {

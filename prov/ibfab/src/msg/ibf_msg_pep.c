@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "ibf_msg.h"
+#include "ibf_noops.h"
+#include "ibf_rdmacm.h"
 
 /* The fi_info an FI_CONNREQ hands out: the listener's, for this request. */
 static struct fi_info *ibf_connreq_info(struct ibf_pep *pep,

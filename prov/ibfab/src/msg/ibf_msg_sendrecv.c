@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ibf_msg_post.h"
+#include "ibf_rdmacm.h"
 
 /* ibf_msg_post_send's trace, for FI_LOG_LEVEL=debug (ep->post_trace). */
 void __attribute__((noinline, cold))

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "ibf_msg_post.h"
+#include "ibf_noops.h"
+#include "ibf_rdmacm.h"
 
 /* A slot's op->release: back to its context's free list. */
 static void ibf_srx_release(struct ibf_op *op)

@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "ibf_rdm_conn.h"
+#include "ibf_rdmacm.h"
 
 
 static void ibf_rdm_cm_data(struct ibf_rdm_ep_conns *ep,

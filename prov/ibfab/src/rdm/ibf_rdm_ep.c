@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ibf_noops.h"
 #include "ibf_rdm.h"
 
 /* ---- AV: fi_addrs that go away ---- */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "ibf_rdm_conn.h"
+#include "ibf_rdmacm.h"
 
 /*
  * Post g's drain, if the budget allows (cm_lock held): drains are

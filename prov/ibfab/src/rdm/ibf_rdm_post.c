@@ -26,6 +26,7 @@
 
 #include "ibf_mr_cache.h"
 #include "ibf_rdm_conn.h"
+#include "ibf_rdmacm.h"
 
 /* One line per work request, for FI_LOG_LEVEL=debug (ep->post_trace). */
 static void __attribute__((noinline, cold))
