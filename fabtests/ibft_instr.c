@@ -303,14 +303,25 @@ static int reg_mem(struct side *s)
 	return 0;
 }
 
+/*
+ * The threading level asked for: FI_THREAD_DOMAIN, the level at which no
+ * provider needs a lock, so the counts compare the data paths alone; or
+ * FI_THREAD_SAFE with IBFT_INSTR_THREADING=safe, what a provider gives an
+ * application that names none (libfabric's fabtests, Open MPI 4.1's MTL).
+ */
+static enum fi_threading instr_threading(void)
+{
+	const char *t = getenv("IBFT_INSTR_THREADING");
+
+	return t && !strcmp(t, "safe") ? FI_THREAD_SAFE : FI_THREAD_DOMAIN;
+}
+
 /* The child (responder) listens on -d, the parent connects from -s. */
 static int open_msg(struct side *s)
 {
-	/* FI_THREAD_DOMAIN as for RDM: the level at which neither ibfab nor
-	 * verbs needs a lock, so the counts compare the data paths alone. */
 	struct ibft_conn_opts o = { .tx_size = 64, .rx_size = 64,
 				    .caps = FI_RMA,
-				    .threading = FI_THREAD_DOMAIN };
+				    .threading = instr_threading() };
 	struct fi_info *req;
 	char x = 'l';
 	int ret;
@@ -342,6 +353,7 @@ static int open_rdm(struct side *s)
 	want_mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
 		       FI_MR_LOCAL | FI_MR_ENDPOINT;
 	want_progress = FI_PROGRESS_MANUAL;
+	want_threading = instr_threading();
 	s->nd = node_open(s->initiator ? 0 : 1, caps, 0);
 	if (!s->nd || swap_names(s->nd, s->in, s->out, name, &nlen) ||
 	    fi_av_insert(s->nd->av, name, 1, &s->peer, 0, NULL) != 1)
