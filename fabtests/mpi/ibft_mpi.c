@@ -20,22 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, failed, passed;
-
-static void check(int ok, const char *name)
-{
-	int all;
-
-	MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-	if (rank == 0) {
-		printf("%s - mpi-%s [%d ranks]\n", all ? "ok" : "not ok", name, size);
-		fflush(stdout);
-	}
-	if (all)
-		passed++;
-	else
-		failed++;
-}
+#define IBFT_MPI_GROUP "mpi"
+#include "ibft_mpi_check.h"
 
 static void fill(uint8_t *p, size_t len, unsigned seed)
 {

@@ -31,24 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define IBFT_MPI_GROUP "mpi-osc"
+#include "ibft_mpi_check.h"
+
 #define N 64		/* elements per rank in a window */
-static int rank, size, failed, passed;
-
-static void check(int ok, const char *name)
-{
-	int all;
-
-	MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-	if (rank == 0) {
-		printf("%s - mpi-osc-%s [%d ranks]\n", all ? "ok" : "not ok",
-		       name, size);
-		fflush(stdout);
-	}
-	if (all)
-		passed++;
-	else
-		failed++;
-}
 
 /* Each rank puts its slice into every rank's window, under fence. */
 static void test_put_get_fence(MPI_Win win, int64_t *base)

@@ -19,24 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size, failed, passed;
-
-/* Every rank's verdict, combined: a check passes only if it passed on all. */
-static void check(int ok, const char *name)
-{
-	int all;
-
-	MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-	if (rank == 0) {
-		printf("%s - mpi-sem-%s [%d ranks]\n", all ? "ok" : "not ok",
-		       name, size);
-		fflush(stdout);
-	}
-	if (all)
-		passed++;
-	else
-		failed++;
-}
+#define IBFT_MPI_GROUP "mpi-sem"
+#include "ibft_mpi_check.h"
 
 static unsigned char pattern(unsigned seed, size_t i)
 {
