@@ -14,6 +14,8 @@ static void clear_env(void)
 	unsetenv("FI_IBFAB_CM_TIMEOUT");
 	unsetenv("FI_IBFAB_CQ_SIZE");
 	unsetenv("FI_IBFAB_MIN_RNR_TIMER");
+	unsetenv("FI_IBFAB_ACK_TIMEOUT");
+	unsetenv("FI_IBFAB_RETRY_COUNT");
 	unsetenv("FI_IBFAB_DEVICE");
 }
 
@@ -38,6 +40,8 @@ Test(params, defaults)
 	cr_assert_eq(ibf_params.link_local, 0);
 	cr_assert_eq(ibf_params.cm_timeout_ms, 2000);
 	cr_assert_eq(ibf_params.min_rnr_timer, 8);
+	cr_assert_eq(ibf_params.ack_timeout, 0);	/* rdma_cm's */
+	cr_assert_eq(ibf_params.retry_count, 6);
 }
 
 Test(params, values_from_environment)
@@ -48,8 +52,12 @@ Test(params, values_from_environment)
 	setenv("FI_IBFAB_LINK_LOCAL", "yes", 1);
 	setenv("FI_IBFAB_CM_TIMEOUT", "500", 1);
 	setenv("FI_IBFAB_MIN_RNR_TIMER", "1", 1);
+	setenv("FI_IBFAB_ACK_TIMEOUT", "14", 1);
+	setenv("FI_IBFAB_RETRY_COUNT", "0", 1);
 	ibf_params_load();
 	cr_assert_eq(ibf_params.min_rnr_timer, 1);
+	cr_assert_eq(ibf_params.ack_timeout, 14);
+	cr_assert_eq(ibf_params.retry_count, 0);
 	cr_assert_eq(ibf_params.tx_size, 1024);
 	cr_assert_eq(ibf_params.inline_size, 64);
 	cr_assert_str_eq(ibf_params.iface, "ib");
@@ -63,8 +71,12 @@ Test(params, out_of_range_keeps_default)
 	setenv("FI_IBFAB_CQ_SIZE", "99999999999", 1);
 	setenv("FI_IBFAB_CM_TIMEOUT", "-5", 1);
 	setenv("FI_IBFAB_MIN_RNR_TIMER", "32", 1);
+	setenv("FI_IBFAB_ACK_TIMEOUT", "32", 1);
+	setenv("FI_IBFAB_RETRY_COUNT", "7", 1);	/* for ever on rxe */
 	ibf_params_load();
 	cr_assert_eq(ibf_params.min_rnr_timer, 8);
+	cr_assert_eq(ibf_params.ack_timeout, 0);
+	cr_assert_eq(ibf_params.retry_count, 6);
 	cr_assert_eq(ibf_params.tx_size, 384);
 	cr_assert_eq(ibf_params.cq_size, 1024);
 	cr_assert_eq(ibf_params.cm_timeout_ms, 2000);

@@ -78,6 +78,8 @@ struct ibf_params {
 				 * the device's */
 	int cm_timeout_ms;
 	int min_rnr_timer;	/* IB encoding, 1..31 */
+	int ack_timeout;	/* IB encoding, 1..31; 0: rdma_cm's */
+	int retry_count;	/* transport retries, 0..6 */
 	size_t eager_size;	/* RDM rendezvous threshold; tagged mode's limit */
 	size_t rdm_qp_depth;	/* send queue of each RDM queue pair */
 	size_t rdm_connect_ms;	/* RDM: how long a refused peer is retried */

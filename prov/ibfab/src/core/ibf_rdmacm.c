@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * rdma_cm and QP settings both endpoint kinds use: the connection
- * parameters (reads in flight, retries), the RNR timer, moving a QP to the
+ * parameters (reads in flight, retries, the acknowledgement timeout), the
+ * RNR timer, moving a QP to the
  * error state, and address reuse for listeners.
  */
 #include "config.h"
@@ -12,10 +13,27 @@
 #include "ibf.h"
 #include "ibf_rdmacm.h"
 
-void ibf_cm_param_init(const struct ibv_device_attr *dev,
+/*
+ * How long the QP of id waits for an acknowledgement before it sends
+ * again, when FI_IBFAB_ACK_TIMEOUT says: rdma_cm applies it as the QP
+ * moves to RTS, so before rdma_connect or rdma_accept.
+ */
+static void ibf_cm_set_ack_timeout(struct rdma_cm_id *id)
+{
+	uint8_t t = (uint8_t)ibf_params.ack_timeout;
+
+	if (t && rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+				 &t, sizeof(t)))
+		IBF_WARN(FI_LOG_EP_CTRL, "FI_IBFAB_ACK_TIMEOUT=%u not applied "
+			 "(RDMA_OPTION_ID_ACK_TIMEOUT: %s); the connection keeps "
+			 "rdma_cm's timeout\n", t, strerror(errno));
+}
+
+void ibf_cm_param_init(struct rdma_cm_id *id, const struct ibv_device_attr *dev,
 		       struct rdma_conn_param *cp, const void *wire,
 		       uint8_t wire_len)
 {
+	ibf_cm_set_ack_timeout(id);
 	memset(cp, 0, sizeof(*cp));
 	cp->private_data = wire;
 	cp->private_data_len = wire_len;
@@ -24,25 +42,48 @@ void ibf_cm_param_init(const struct ibv_device_attr *dev,
 	cp->initiator_depth = (uint8_t)IBF_MIN(dev->max_qp_init_rd_atom, 255);
 	/*
 	 * Transport retries before a send fails with a retry error: a dead
-	 * peer node (or wire) must end in an error, not a hang.  6, not the
-	 * field's largest value 7: Soft-RoCE (rdma_rxe) takes 7 to mean
-	 * "retry for ever", as 7 means for rnr_retry.
+	 * peer node (or wire) must end in an error, not a hang.  At most 6
+	 * (FI_IBFAB_RETRY_COUNT), not the field's largest value 7: Soft-RoCE
+	 * (rdma_rxe) takes 7 to mean "retry for ever", as 7 means for
+	 * rnr_retry.
 	 */
-	cp->retry_count = 6;
+	cp->retry_count = (uint8_t)ibf_params.retry_count;
 	cp->rnr_retry_count = 7;	/* wait for receives as long as it takes */
+}
+
+/*
+ * How long a send to a dead peer takes to fail, as the QP has it: said at
+ * info level only (asking the QP is a system call).
+ */
+static void ibf_qp_log_timeouts(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	if (!fi_log_enabled(&ibf_prov, FI_LOG_INFO, FI_LOG_EP_CTRL) ||
+	    ibv_query_qp(qp, &attr, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init))
+		return;
+	IBF_INFO(FI_LOG_EP_CTRL, "QP %u: ack timeout %u (%.0f ms), %u retries: "
+		 "a dead peer fails sends in about %.1f s (FI_IBFAB_ACK_TIMEOUT, "
+		 "FI_IBFAB_RETRY_COUNT)\n", qp->qp_num, attr.timeout,
+		 4.096e-3 * (double)(1ull << attr.timeout), attr.retry_cnt,
+		 4.096e-6 * (double)(1ull << attr.timeout) * (attr.retry_cnt + 1));
 }
 
 /*
  * The delay a peer waits after finding no receive posted here.  rdma_cm
  * leaves it at 0, which means 655 ms; a QP in RTS may change it.
  */
-void ibf_qp_set_rnr_timer(struct ibv_qp *qp)
+void ibf_qp_in_rts(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr attr = { .min_rnr_timer = (uint8_t)ibf_params.min_rnr_timer };
 
-	if (qp && ibv_modify_qp(qp, &attr, IBV_QP_MIN_RNR_TIMER))
+	if (!qp)
+		return;
+	if (ibv_modify_qp(qp, &attr, IBV_QP_MIN_RNR_TIMER))
 		IBF_INFO(FI_LOG_EP_CTRL, "cannot set min_rnr_timer: %s\n",
 			 strerror(errno));
+	ibf_qp_log_timeouts(qp);
 }
 
 /* Every work request the QP holds completes flushed; 0 or an errno. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * rdma_cm and QP helpers both endpoint kinds use (ibf_rdmacm.c): the
- * connection parameters, the RNR timer, a QP's move to the error state,
+ * connection parameters, a QP's settings in RTS, its move to the error state,
  * address reuse for listeners, and the post paths' debug trace.
  */
 #ifndef IBF_RDMACM_H
@@ -12,12 +12,19 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-/* Connection parameters ibfab uses everywhere (reads, retries). */
-void ibf_cm_param_init(const struct ibv_device_attr *dev,
+/*
+ * Connection parameters ibfab uses everywhere (reads, retries), and id's
+ * acknowledgement timeout: call just before rdma_connect or rdma_accept.
+ */
+void ibf_cm_param_init(struct rdma_cm_id *id, const struct ibv_device_attr *dev,
 		       struct rdma_conn_param *cp, const void *wire,
 		       uint8_t wire_len);
-/* rdma_cm leaves min_rnr_timer at 655 ms; call once the QP is in RTS. */
-void ibf_qp_set_rnr_timer(struct ibv_qp *qp);
+/*
+ * Call once the QP is in RTS: sets min_rnr_timer (rdma_cm leaves it at
+ * 655 ms), and at info level says the QP's acknowledgement timeout and
+ * retries.
+ */
+void ibf_qp_in_rts(struct ibv_qp *qp);
 /* Move a QP to the error state: what it holds completes flushed. */
 int ibf_qp_to_error(struct ibv_qp *qp);
 /*

@@ -80,7 +80,7 @@ int ibf_migrate_id(struct rdma_cm_id *id, struct ibf_eq *eq)
 static void ibf_conn_param(struct ibf_ep *ep, struct rdma_conn_param *cp,
 			   uint8_t *wire, const void *param, size_t paramlen)
 {
-	ibf_cm_param_init(&ep->base.domain->dev_attr, cp, wire,
+	ibf_cm_param_init(ep->id, &ep->base.domain->dev_attr, cp, wire,
 			  ibf_cm_pack(wire, param, paramlen));
 }
 
@@ -202,7 +202,7 @@ static int ibf_ep_accept(struct fid_ep *ep_fid, const void *param,
 		return ret;
 	}
 	/* librdmacm has taken the QP to RTS by now. */
-	ibf_qp_set_rnr_timer(ep->id->qp);
+	ibf_qp_in_rts(ep->id->qp);
 	return 0;
 }
 
@@ -337,7 +337,7 @@ void ibf_ep_on_cm_event(struct ibf_cm_owner *owner, struct ibf_eq *eq,
 	switch (ev->event) {
 	case RDMA_CM_EVENT_ESTABLISHED:
 		if (ep->active)
-			ibf_qp_set_rnr_timer(ep->id->qp);
+			ibf_qp_in_rts(ep->id->qp);
 		ibf_ep_set_state(ep, IBF_EP_CONNECTED);
 		/* Only the connecting side gets the acceptor's data. */
 		ibf_ep_push_cm(ep, eq, FI_CONNECTED, data, ep->active ? len : 0);

@@ -386,7 +386,7 @@ static void ibf_rdm_accept(struct ibf_rdm_ep_conns *ep,
 		return;
 	}
 	ibf_rdm_cm_data(ep, conn, &d);
-	ibf_cm_param_init(&ep->base.domain->dev_attr, &cp, &d, sizeof(d));
+	ibf_cm_param_init(id, &ep->base.domain->dev_attr, &cp, &d, sizeof(d));
 	/* Just accepted counts as just used: not the first one the
 	 * connection cap closes. */
 	__atomic_store_n(&conn->last_use, __atomic_load_n(&ep->use_tick,
@@ -592,7 +592,7 @@ static void ibf_rdm_on_established(struct ibf_rdm_conn *conn,
 		ibf_rdm_window_set(conn, d->window);
 		ibf_rdm_peer_events_set(conn, d->flags);
 	}
-	ibf_qp_set_rnr_timer(conn->id->qp);
+	ibf_qp_in_rts(conn->id->qp);
 	__atomic_store_n(&conn->established, 1, __ATOMIC_RELEASE);
 	ibf_rdm_conn_flush(conn);
 }
@@ -705,7 +705,7 @@ static void ibf_rdm_conn_event(struct ibf_rdm_ep_conns *ep,
 			break;
 		}
 		ibf_rdm_cm_data(ep, conn, &d);
-		ibf_cm_param_init(&ep->base.domain->dev_attr, &cp, &d, sizeof(d));
+		ibf_cm_param_init(id, &ep->base.domain->dev_attr, &cp, &d, sizeof(d));
 		if (rdma_connect(id, &cp)) {
 			ibf_rdm_conn_fail(conn, ibf_errno_to_fi(errno));
 			break;
