@@ -14,6 +14,26 @@
 #include "ibft_rdm_node.h"
 
 /*
+ * With FI_IBFAB_ACK_TIMEOUT set, the send across the dead wire fails in
+ * about (retries + 1) acknowledgement timeouts: allowed twice that and 2 s
+ * more for the emulated guest.  rdma_cm's own timeout on RoCE (2.1 s on
+ * Linux 6.1) takes 15 s with 6 retries.
+ */
+static void link_down_in_time(int ok, long took_ms)
+{
+	const char *t = getenv("FI_IBFAB_ACK_TIMEOUT"), *r = getenv("FI_IBFAB_RETRY_COUNT");
+	double limit;
+
+	if (strcmp(ibft_opts.prov, "ibfab") || !t || atoi(t) < 1 || atoi(t) > 31 || !ok)
+		return;
+	limit = 2 * 4.096e-6 * (double)(1ull << atoi(t)) * ((r ? atoi(r) : 6) + 1) + 2;
+	IBFT_CHECK(took_ms <= limit * 1000, "rdm-link-down-ack-timeout", "the "
+		   "send failed after %ld ms, more than %.1f s with "
+		   "FI_IBFAB_ACK_TIMEOUT=%s", took_ms, limit, t);
+	printf("# the send across the dead wire failed after %ld ms\n", took_ms);
+}
+
+/*
  * The wire between two connected endpoints goes away and comes back, as
  * when a cable is pulled or the peer's node reboots: no rdma_cm event says
  * so, only the sends' retries run out.  A send across the dead wire
@@ -28,6 +48,7 @@ void test_link_down(void)
 	uint8_t m[64] = "across", r[64];
 	struct node *ns[2];
 	struct comp c;
+	long t0, took;
 	int ok, i;
 
 	if (!down || !up || !ibft_opts.dst) {
@@ -51,11 +72,14 @@ void test_link_down(void)
 	if (!IBFT_CHECK(ok, "rdm-link-down-before", "no exchange over the wire"))
 		goto out;
 	ok = system(down) == 0;
+	t0 = now_ms();
 	ok = ok && !POST(fi_tsend(ns[0]->ep, m, sizeof(m), NULL, ns[0]->peer[1], 2, m));
 	/* Retries run out in seconds to tens of seconds, by the device. */
 	ok = ok && !wait_comp(ns[0], &c, 120000);
+	took = now_ms() - t0;
 	IBFT_CHECK(ok && c.err && c.e.op_context == m, "rdm-link-down-error",
 		   "a send across the dead wire: err %d", ok ? c.err : 0);
+	link_down_in_time(ok, took);
 	ok = system(up) == 0;
 	sleep(2);	/* the port comes back up */
 	ok = ok && !fi_trecv(ns[1]->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, 3, 0, r);
