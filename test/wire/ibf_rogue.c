@@ -36,6 +36,7 @@ int rogue_connect_key(struct rogue *g, const char *src, const char *claim,
 	struct rdma_conn_param cp = { 0 };
 	struct ibf_rdm_cm_data d = { 0 };
 	const struct ibf_rdm_cm_data *ans;
+	uint8_t ack_timeout = 14;
 
 	memset(g, 0, sizeof(*g));
 	g->buf = calloc(ROGUE_DEPTH, ROGUE_BUF);
@@ -68,6 +69,11 @@ int rogue_connect_key(struct rogue *g, const char *src, const char *claim,
 	cp.responder_resources = cp.initiator_depth = 1;
 	cp.retry_count = 6;
 	cp.rnr_retry_count = 7;
+	/* R's sends to a QP A has closed fail after 7 x 67 ms, not 7 of
+	 * rdma_cm's 2.1 s: the tests that end R's connection drain them. */
+	if (rdma_set_option(g->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+			    &ack_timeout, sizeof(ack_timeout)))
+		return -1;
 	if (rdma_connect(g->id, &cp) || !g->id->event ||
 	    g->id->event->param.conn.private_data_len < sizeof(*ans))
 		return -1;
