@@ -170,7 +170,7 @@ static void ibf_param_env_name(const char *name, char *buf, size_t len)
  * kept and the user told. */
 static void ibf_num_param_load(const struct ibf_num_param *p)
 {
-	char env[64];
+	char env[64], given[24];
 	long long v;
 	size_t sv;
 	int iv;
@@ -179,7 +179,7 @@ static void ibf_num_param_load(const struct ibf_num_param *p)
 		      fi_param_get_int(&ibf_prov, p->name, &iv))
 		return;
 	/* A size_t beyond LLONG_MAX is out of range too. */
-	v = p->size ? (sv > LLONG_MAX ? LLONG_MAX : (long long)sv) : iv;
+	v = p->size ? (sv > LLONG_MAX ? -1 : (long long)sv) : iv;
 	if (v >= p->min && v <= p->max) {
 		if (p->size)
 			*p->size = (size_t)v;
@@ -187,9 +187,14 @@ static void ibf_num_param_load(const struct ibf_num_param *p)
 			*p->num = (int)v;
 		return;
 	}
+	/* The value as it was read, whatever its type. */
+	if (p->size)
+		snprintf(given, sizeof(given), "%zu", sv);
+	else
+		snprintf(given, sizeof(given), "%d", iv);
 	ibf_param_env_name(p->name, env, sizeof(env));
-	IBF_WARN(FI_LOG_CORE, "%s=%lld is out of range [%lld, %lld]; using "
-		 "%lld\n", env, v, p->min, p->max,
+	IBF_WARN(FI_LOG_CORE, "%s=%s is out of range [%lld, %lld]; using "
+		 "%lld\n", env, given, p->min, p->max,
 		 p->size ? (long long)*p->size : (long long)*p->num);
 }
 

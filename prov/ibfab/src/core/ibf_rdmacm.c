@@ -2,8 +2,8 @@
 /*
  * rdma_cm and QP settings both endpoint kinds use: the connection
  * parameters (reads in flight, retries, the acknowledgement timeout), the
- * RNR timer, moving a QP to the
- * error state, and address reuse for listeners.
+ * RNR timer, moving a QP to the error state, and address reuse for
+ * listeners.
  */
 #include "config.h"
 
@@ -59,20 +59,22 @@ static void ibf_qp_log_timeouts(struct ibv_qp *qp)
 {
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr attr;
+	double ms;
 
 	if (!fi_log_enabled(&ibf_prov, FI_LOG_INFO, FI_LOG_EP_CTRL) ||
 	    ibv_query_qp(qp, &attr, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init))
 		return;
+	ms = 4.096e-3 * (double)(1ull << attr.timeout);	/* 4.096 us x 2^t */
 	IBF_INFO(FI_LOG_EP_CTRL, "QP %u: ack timeout %u (%.0f ms), %u retries: "
 		 "a dead peer fails sends in about %.1f s (FI_IBFAB_ACK_TIMEOUT, "
-		 "FI_IBFAB_RETRY_COUNT)\n", qp->qp_num, attr.timeout,
-		 4.096e-3 * (double)(1ull << attr.timeout), attr.retry_cnt,
-		 4.096e-6 * (double)(1ull << attr.timeout) * (attr.retry_cnt + 1));
+		 "FI_IBFAB_RETRY_COUNT)\n", qp->qp_num, attr.timeout, ms,
+		 attr.retry_cnt, ms * (attr.retry_cnt + 1) / 1000);
 }
 
 /*
- * The delay a peer waits after finding no receive posted here.  rdma_cm
- * leaves it at 0, which means 655 ms; a QP in RTS may change it.
+ * Sets the delay a peer waits after finding no receive posted here
+ * (rdma_cm leaves it at 0, which means 655 ms; a QP in RTS may change
+ * it), and says the QP's timeouts at info level.
  */
 void ibf_qp_in_rts(struct ibv_qp *qp)
 {
