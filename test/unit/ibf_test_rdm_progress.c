@@ -14,8 +14,11 @@
  * life on QP 0x41 (both in its QP map), one bounce in the SRQ, one
  * send op, one receive op and a CQ for their completions.
  */
+#define _GNU_SOURCE	/* pthread_tryjoin_np */
 #include "config.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -895,11 +898,91 @@ Test(rdm_progress, a_cq_one_endpoint_feeds_is_read_by_that_endpoint)
 	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), -FI_EAGAIN);
 	cr_assert_eq(sole_reads, 2, "unbound: no read goes to it");
 
+	/* FI_THREAD_SAFE: the endpoint still reads it, and an empty read
+	 * takes the endpoint's lock alone.  Held by another thread, the
+	 * CQ's lock would stop a read that took it: the alarm ends the test
+	 * as a crash instead. */
 	ibf_lock_init(&cq->lock, 1);
 	cr_assert_eq(ibf_cq_add_ep(cq, &ep->hook, -1), 0);
+	cq->lock.busy = 1;
+	alarm(10);
 	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), -FI_EAGAIN);
-	cr_assert_eq(sole_reads, 2, "a CQ with a lock reads its own way");
+	alarm(0);
+	cr_assert_eq(sole_reads, 3, "a CQ with a lock is its endpoint's to read");
+	cq->lock.busy = 0;
+	/* What the CQ holds is collected under its lock, let go after. */
+	rx->op.context = &ctx_app;
+	rx->op.user_comp = 1;
+	ibf_cq_soft_write(cq, &rx->op, &ep->rx_room);
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), 1);
+	cr_assert_eq(sole_reads, 4);
+	cr_assert_eq(e[0].op_context, &ctx_app);
+	cr_assert_eq(cq->lock.busy, 0, "the CQ's lock was let go");
+	cr_assert_eq(cq_count(), 0);
 	ibf_cq_del_ep(cq, &ep->hook, -1);
+	ibf_lock_fini(&cq->lock);
+	free(cq->eps);
+}
+
+/*
+ * FI_THREAD_SAFE: a sole read holds no lock of the CQ's while it
+ * progresses, so ibf_cq_del_ep (an endpoint closing) must wait for one
+ * under way: after it returns nothing progresses the endpoint, whose
+ * device CQ is destroyed next.  The reader here stays inside the
+ * endpoint's read until told; del_ep must not return before.
+ */
+static int held_in_read, let_go;
+
+static ssize_t holding_sole_read(struct ibf_progress *p, struct ibf_cq *c,
+				 void *buf, size_t count, fi_addr_t *src)
+{
+	__atomic_store_n(&held_in_read, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&let_go, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	return ibf_rdm_sole_read(p, c, buf, count, src);
+}
+
+static void *read_once(void *arg)
+{
+	struct fi_cq_tagged_entry e[2];
+
+	(void)arg;
+	return (void *)(intptr_t)fi_cq_read(&cq->cq_fid, e, 2);
+}
+
+static void *unhook(void *arg)
+{
+	(void)arg;
+	ibf_cq_del_ep(cq, &ep->hook, -1);
+	return NULL;
+}
+
+Test(rdm_progress, unhooking_waits_for_a_sole_read_under_way)
+{
+	pthread_t reader, closer;
+	void *ret;
+	int i;
+
+	cq->format = FI_CQ_FORMAT_TAGGED;
+	cq->entry_size = sizeof(struct fi_cq_tagged_entry);
+	ibf_lock_init(&cq->lock, 1);
+	ep->hook.sole_read = holding_sole_read;
+	cr_assert_eq(ibf_cq_add_ep(cq, &ep->hook, -1), 0);
+	cr_assert_eq(pthread_create(&reader, NULL, read_once, NULL), 0);
+	while (!__atomic_load_n(&held_in_read, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	cr_assert_eq(pthread_create(&closer, NULL, unhook, NULL), 0);
+	for (i = 0; i < 50 && cq->neps; i++)
+		usleep(1000);
+	cr_assert_eq(cq->neps, 0, "unhooked from the table at once");
+	usleep(50000);
+	cr_assert_eq(pthread_tryjoin_np(closer, &ret), EBUSY,
+		     "del_ep returned with a read of the endpoint under way");
+	__atomic_store_n(&let_go, 1, __ATOMIC_SEQ_CST);
+	cr_assert_eq(pthread_join(reader, &ret), 0);
+	cr_assert_eq((intptr_t)ret, -FI_EAGAIN);
+	cr_assert_eq(pthread_join(closer, NULL), 0);
+	cr_assert_eq(cq->sole_readers, 0);
 	ibf_lock_fini(&cq->lock);
 	free(cq->eps);
 }

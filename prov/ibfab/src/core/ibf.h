@@ -236,11 +236,11 @@ struct ibf_progress {
 	int (*trywait)(struct ibf_progress *p);
 	/*
 	 * Optional: a whole fi_cq_readfrom (arguments checked) of a CQ this
-	 * endpoint alone feeds and no lock guards.  The CQ then jumps
+	 * endpoint alone feeds, without cq->lock.  The CQ then jumps
 	 * straight here, so that a read has one frame between the
 	 * application and the device poll, not two.  It progresses as
 	 * progress does, with a sink of (cq, buf, src, count), and returns
-	 * ibf_cq_progressed() of what that wrote.
+	 * ibf_cq_progressed(..., 0) of what that wrote.
 	 */
 	ssize_t (*sole_read)(struct ibf_progress *p, struct ibf_cq *cq,
 			     void *buf, size_t count, fi_addr_t *src);
@@ -598,6 +598,15 @@ static inline void ibf_op_release(struct ibf_op *op)
 
 /* ---- completion queue ---- */
 #define IBF_CQ_BATCH 16
+/*
+ * has_err, soft_head, soft_tail's rewrites, rep_head and rep_tail change
+ * under cq->lock; a sole read (ibf_cq_pick_ops) looks at them without it,
+ * to learn that nothing is held before it takes the lock.  Relaxed
+ * atomics: plain moves on x86, and no data race for the compiler or for
+ * ThreadSanitizer.
+ */
+#define ibf_cq_peek(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define ibf_cq_set(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
 /* Where the error fi_cq_readerr will take waits, if one does. */
 enum ibf_cq_err {
 	IBF_CQ_ERR_NONE,
@@ -642,6 +651,15 @@ struct ibf_cq {
 	 */
 	struct ibf_progress **eps;
 	int neps;
+	/*
+	 * The one endpoint whose sole_read takes the whole read (atomic, set
+	 * with the read table by ibf_cq_pick_ops), or NULL.  With a lock,
+	 * sole_readers counts reads inside it, which hold no lock of the
+	 * CQ's: ibf_cq_del_ep waits for them, so that no progress of an
+	 * endpoint is under way once it is unhooked.
+	 */
+	struct ibf_progress *sole;
+	int sole_readers;
 	/* A QP's completions come to the device CQ (an FI_EP_MSG endpoint
 	 * reserved room in it: ibf_cq_reserve); until then reads do not poll
 	 * it (RDM endpoints have CQs of their own).  Atomic, set once. */
@@ -677,10 +695,12 @@ struct ibf_cq_sink {
 	size_t count, n;	/* room, and entries written */
 };
 /*
- * The reader holds cq->lock, the caller op's endpoint lock: write op's
- * completion into the sink if it may go there now (room left, nothing
- * older waiting in the CQ).  Returns 1 if it did; the caller then frees
- * op.  0: queue it as before.
+ * The reader holds the caller op's endpoint lock (and cq->lock, unless
+ * its read is a sole read): write op's completion into the sink if it
+ * may go there now (room left, nothing older waiting in the CQ).
+ * Returns 1 if it did; the caller then frees op.  0: queue it as before.
+ * Without cq->lock another reader may be taking older entries out at
+ * the same time; seeing them still there only queues this one.
  */
 int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op);
 
@@ -699,17 +719,25 @@ ssize_t ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count,
 static inline int ibf_cq_holds_nothing(struct ibf_cq *cq)
 {
 	return !__atomic_load_n(&cq->hw_used, __ATOMIC_ACQUIRE) &&
-	       !cq->has_err &&
-	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
+	       !ibf_cq_peek(cq->has_err) &&
+	       ibf_cq_peek(cq->soft_head) ==
+	       __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
 }
+
+/* ibf_cq_collect under cq->lock, for a read that does not hold it. */
+ssize_t ibf_cq_collect_locking(struct ibf_cq *cq, void *buf, size_t count,
+			       fi_addr_t *src, size_t n);
 
 /*
  * The end of every read that progresses endpoints (ibf_cq.c's, and a
  * sole_read's), after progress wrote n of count entries into buf.
+ * locked: the caller holds cq->lock (a sole read does not: it takes the
+ * lock only to collect, so that its empty read takes one lock, the
+ * endpoint's, even at FI_THREAD_SAFE).
  */
 static inline __attribute__((always_inline)) ssize_t
 ibf_cq_progressed(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
-		  size_t n)
+		  size_t n, int locked)
 {
 	/* After progress: what it queued meanwhile woke a sleeper in
 	 * fi_cq_sread, which may find more than this read takes. */
@@ -719,6 +747,8 @@ ibf_cq_progressed(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 	 * add nothing (a ping-pong's reads of two mostly find one). */
 	if (n == count || ibf_cq_holds_nothing(cq))
 		return n ? (ssize_t)n : -FI_EAGAIN;
+	if (!locked)
+		return ibf_cq_collect_locking(cq, buf, count, src, n);
 	return ibf_cq_collect(cq, buf, count, src, n);
 }
 

@@ -126,8 +126,10 @@ static inline void ibf_cq_write_soft(const struct ibf_cq *cq, void *buf,
  * no report, no soft completion of any endpoint. */
 static inline int ibf_cq_nothing_queued(struct ibf_cq *cq)
 {
-	return !cq->has_err && cq->rep_head == cq->rep_tail &&
-	       cq->soft_head == __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
+	return !ibf_cq_peek(cq->has_err) &&
+	       ibf_cq_peek(cq->rep_head) == ibf_cq_peek(cq->rep_tail) &&
+	       ibf_cq_peek(cq->soft_head) ==
+	       __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE);
 }
 
 /* Progress the endpoints that complete here by progress (their hooks). */
@@ -147,29 +149,38 @@ static inline void ibf_cq_progress_eps(struct ibf_cq *cq,
 int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
 {
 	struct ibf_cq *cq = sink->cq;
+	size_t n = sink->n;
 
 	/* Behind anything older, or no room: queue it. */
-	if (sink->n == sink->count || !ibf_cq_nothing_queued(cq))
+	if (n == sink->count || !ibf_cq_nothing_queued(cq))
 		return 0;
-	ibf_cq_write_op(cq, sink->buf, sink->src, sink->n++, op);
+	ibf_cq_write_op(cq, sink->buf, sink->src, n, op);
+	sink->n = n + 1;
 	return 1;
 }
 
-static struct fi_ops_cq ibf_cq_progress_ops, ibf_cq_sole_ops;
+static struct fi_ops_cq ibf_cq_progress_ops, ibf_cq_sole_ops,
+	ibf_cq_sole_safe_ops;
 
 /*
  * cq->lock held: the read table for the endpoints bound now.  One that
  * reads for itself (sole_read) takes the whole read of a CQ it alone
- * feeds if nothing is to be locked; otherwise reads progress inline
- * (ibf_cq_progress_ops), which is right for any CQ.  A thread already in
- * another table reads right too.
+ * feeds; otherwise reads progress inline (ibf_cq_progress_ops), which is
+ * right for any CQ.  A thread already in another table reads right too.
+ * A sole read takes the endpoint's lock to progress and cq->lock only to
+ * collect what the CQ holds, never both at once, so an empty read at
+ * FI_THREAD_SAFE takes one lock, not two (fabtests/run-instr -T safe).
  */
 static void ibf_cq_pick_ops(struct ibf_cq *cq)
 {
 	struct fi_ops_cq *ops = &ibf_cq_progress_ops;
+	struct ibf_progress *sole = NULL;
 
-	if (cq->neps == 1 && !cq->lock.enabled && cq->eps[0]->sole_read)
-		ops = &ibf_cq_sole_ops;
+	if (cq->neps == 1 && cq->eps[0]->sole_read) {
+		ops = cq->lock.enabled ? &ibf_cq_sole_safe_ops : &ibf_cq_sole_ops;
+		sole = cq->eps[0];
+	}
+	__atomic_store_n(&cq->sole, sole, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&cq->cq_fid.ops, ops, __ATOMIC_RELAXED);
 }
 
@@ -206,6 +217,11 @@ void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 	}
 	ibf_cq_pick_ops(cq);	/* never a sole read of an endpoint gone */
 	ibf_lock_release(&cq->lock);
+	/* Nor one under way: a read that found the old table may be in
+	 * ep's sole_read still (it takes cq->lock at its end, so wait
+	 * without it).  New reads no longer come there. */
+	while (__atomic_load_n(&cq->sole_readers, __ATOMIC_SEQ_CST))
+		ibf_cpu_relax();
 	if (cq->channel && fd >= 0)
 		ibf_waitfd_unwatch(&cq->wait, fd);
 }
@@ -231,7 +247,7 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 			     __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))) {
 			soft = &cq->soft[cq->soft_head & (cq->soft_size - 1)];
 			if (soft->e.err) {
-				cq->has_err = IBF_CQ_ERR_SOFT;
+				ibf_cq_set(cq->has_err, IBF_CQ_ERR_SOFT);
 				break;
 			}
 			/* One the application asked no completion of is
@@ -244,10 +260,10 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 		if (unlikely(cq->rep_head != cq->rep_tail)) {
 			rep = &cq->rep[cq->rep_head & (cq->rep_size - 1)];
 			if (rep->e.err) {
-				cq->has_err = IBF_CQ_ERR_REPORT;
+				ibf_cq_set(cq->has_err, IBF_CQ_ERR_REPORT);
 				break;
 			}
-			cq->rep_head++;
+			ibf_cq_set(cq->rep_head, cq->rep_head + 1);
 			ibf_cq_write(cq, (char *)buf + n * cq->entry_size,
 				     rep->e.op_context, rep->e.flags, rep->e.len,
 				     rep->e.buf, rep->e.data, 0);
@@ -280,7 +296,7 @@ ibf_cq_collect(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src,
 			continue;
 		}
 		if (unlikely(wc->status != IBV_WC_SUCCESS)) {
-			cq->has_err = IBF_CQ_ERR_WC;
+			ibf_cq_set(cq->has_err, IBF_CQ_ERR_WC);
 			break;
 		}
 		cq->wc_next++;
@@ -317,7 +333,7 @@ ibf_cq_poll(struct ibf_cq *cq, void *buf, size_t count,
 		struct ibf_cq_sink sink = { cq, buf, src, count, 0 };
 
 		ibf_cq_progress_eps(cq, &sink);
-		return ibf_cq_progressed(cq, buf, count, src, sink.n);
+		return ibf_cq_progressed(cq, buf, count, src, sink.n, 1);
 	}
 	if (unlikely(cq->waiting))	/* a read since fi_trywait */
 		__atomic_store_n(&cq->waiting, 0, __ATOMIC_RELAXED);
@@ -385,6 +401,17 @@ ibf_cq_read_locked(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src)
 	return ret;
 }
 
+ssize_t ibf_cq_collect_locking(struct ibf_cq *cq, void *buf, size_t count,
+			       fi_addr_t *src, size_t n)
+{
+	ssize_t ret;
+
+	ibf_lock_acquire(&cq->lock);
+	ret = ibf_cq_collect(cq, buf, count, src, n);
+	ibf_lock_release(&cq->lock);
+	return ret;
+}
+
 static __attribute__((noinline)) ssize_t
 ibf_cq_read_slow(struct ibf_cq *cq, void *buf, size_t count, fi_addr_t *src)
 {
@@ -440,14 +467,15 @@ static ssize_t ibf_cq_read_progress(struct fid_cq *cq_fid, void *buf,
 }
 
 /*
- * And for a CQ one endpoint alone feeds with no lock (ibf_cq_sole_ops,
- * from ibf_cq_pick_ops): a jump to the endpoint's own read.
+ * And for a CQ one endpoint alone feeds (ibf_cq_sole_ops, from
+ * ibf_cq_pick_ops): a jump to the endpoint's own read.  With no lock the
+ * application serializes reads with binds and closes.
  */
 static ssize_t ibf_cq_readfrom_sole(struct fid_cq *cq_fid, void *buf,
 				    size_t count, fi_addr_t *src_addr)
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
-	struct ibf_progress *ep = cq->eps[0];
+	struct ibf_progress *ep = __atomic_load_n(&cq->sole, __ATOMIC_RELAXED);
 
 	if (unlikely(!buf && count))
 		return -FI_EINVAL;
@@ -457,6 +485,38 @@ static ssize_t ibf_cq_readfrom_sole(struct fid_cq *cq_fid, void *buf,
 static ssize_t ibf_cq_read_sole(struct fid_cq *cq_fid, void *buf, size_t count)
 {
 	return ibf_cq_readfrom_sole(cq_fid, buf, count, NULL);
+}
+
+/*
+ * The same with a lock (FI_THREAD_SAFE, ibf_cq_sole_safe_ops): counted,
+ * for ibf_cq_del_ep.  The count goes up before the endpoint is looked at
+ * (both sequentially consistent, against del_ep's store of NULL then
+ * load of the count).
+ */
+static ssize_t ibf_cq_readfrom_sole_safe(struct fid_cq *cq_fid, void *buf,
+					 size_t count, fi_addr_t *src_addr)
+{
+	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
+	struct ibf_progress *ep;
+	ssize_t ret;
+
+	if (unlikely(!buf && count))
+		return -FI_EINVAL;
+	__atomic_add_fetch(&cq->sole_readers, 1, __ATOMIC_SEQ_CST);
+	ep = __atomic_load_n(&cq->sole, __ATOMIC_SEQ_CST);
+	if (unlikely(!ep)) {	/* unhooked since this read began */
+		__atomic_sub_fetch(&cq->sole_readers, 1, __ATOMIC_RELEASE);
+		return ibf_cq_read_slow(cq, buf, count, src_addr);
+	}
+	ret = ep->sole_read(ep, cq, buf, count, src_addr);
+	__atomic_sub_fetch(&cq->sole_readers, 1, __ATOMIC_RELEASE);
+	return ret;
+}
+
+static ssize_t ibf_cq_read_sole_safe(struct fid_cq *cq_fid, void *buf,
+				     size_t count)
+{
+	return ibf_cq_readfrom_sole_safe(cq_fid, buf, count, NULL);
 }
 
 static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err,
@@ -475,7 +535,8 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 		return -FI_EAGAIN;
 	}
 	if (cq->has_err == IBF_CQ_ERR_REPORT) {
-		e = cq->rep[cq->rep_head++ & (cq->rep_size - 1)].e;
+		e = cq->rep[cq->rep_head & (cq->rep_size - 1)].e;
+		ibf_cq_set(cq->rep_head, cq->rep_head + 1);
 	} else if (cq->has_err == IBF_CQ_ERR_SOFT) {
 		e = cq->soft[cq->soft_head & (cq->soft_size - 1)].e;
 		ibf_cq_soft_next(cq);
@@ -487,7 +548,7 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 			wc->qp_num, ibv_wc_status_str(wc->status), wc->vendor_err);
 		ibf_op_release(op);
 	}
-	cq->has_err = IBF_CQ_ERR_NONE;
+	ibf_cq_set(cq->has_err, IBF_CQ_ERR_NONE);
 	/* The caller's struct is its API version's size. */
 	ibf_cq_err_copy(cq->domain->fabric->api_version, err, &e);
 	ibf_lock_release(&cq->lock);
@@ -612,6 +673,17 @@ static struct fi_ops_cq ibf_cq_sole_ops = {
 	.size = sizeof(struct fi_ops_cq),
 	.read = ibf_cq_read_sole,
 	.readfrom = ibf_cq_readfrom_sole,
+	.readerr = ibf_cq_readerr,
+	.sread = ibf_cq_sread,
+	.sreadfrom = ibf_cq_sreadfrom,
+	.signal = ibf_cq_signal,
+	.strerror = ibf_cq_strerror,
+};
+
+static struct fi_ops_cq ibf_cq_sole_safe_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = ibf_cq_read_sole_safe,
+	.readfrom = ibf_cq_readfrom_sole_safe,
 	.readerr = ibf_cq_readerr,
 	.sread = ibf_cq_sread,
 	.sreadfrom = ibf_cq_sreadfrom,

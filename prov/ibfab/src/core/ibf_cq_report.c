@@ -25,11 +25,9 @@ void ibf_cq_err_fill(struct fi_cq_err_entry *e, const struct ibv_wc *wc,
 	e->prov_errno = wc->status;
 }
 
-/* cq->lock held, a free report slot: keep a completion for fi_cq_read. */
-static void ibf_cq_report(struct ibf_cq *cq, const struct ibv_wc *wc,
-			  const struct ibf_op *op, uint64_t clear)
+static void ibf_cq_report_fill(struct ibf_cq_report *r, const struct ibv_wc *wc,
+			       const struct ibf_op *op, uint64_t clear)
 {
-	struct ibf_cq_report *r = &cq->rep[cq->rep_tail++ & (cq->rep_size - 1)];
 	uint64_t flags, data;
 	size_t len;
 
@@ -45,6 +43,15 @@ static void ibf_cq_report(struct ibf_cq *cq, const struct ibv_wc *wc,
 	r->e.len = len;
 	r->e.data = data;
 	r->e.buf = (op->flags & FI_RECV) ? op->buf : NULL;
+}
+
+/* cq->lock held, a free report slot: keep a completion for fi_cq_read. */
+static void ibf_cq_report(struct ibf_cq *cq, const struct ibv_wc *wc,
+			  const struct ibf_op *op, uint64_t clear)
+{
+	ibf_cq_report_fill(&cq->rep[cq->rep_tail & (cq->rep_size - 1)], wc, op,
+			   clear);
+	ibf_cq_set(cq->rep_tail, cq->rep_tail + 1);	/* then it is held */
 }
 
 /*
@@ -84,7 +91,7 @@ int ibf_cq_progress_locked(struct ibf_cq *cq)
 	int polled, taken = 0;
 
 	if (cq->has_err == IBF_CQ_ERR_WC)
-		cq->has_err = IBF_CQ_ERR_NONE;	/* the error at wc_next is reported below */
+		ibf_cq_set(cq->has_err, IBF_CQ_ERR_NONE);	/* the error at wc_next is reported below */
 	while (cq->unread && cq->soft_head !=
 	       __atomic_load_n(&cq->soft_tail, __ATOMIC_ACQUIRE))
 		ibf_cq_soft_next(cq);
@@ -223,7 +230,7 @@ static void ibf_cq_report_purge(struct ibf_cq *cq, const struct ibf_drain *d)
 			cq->rep[kept++ & (cq->rep_size - 1)] =
 				cq->rep[i & (cq->rep_size - 1)];
 	}
-	cq->rep_tail = kept;
+	ibf_cq_set(cq->rep_tail, kept);
 }
 
 /*
@@ -252,7 +259,7 @@ void ibf_cq_drain(struct ibf_cq *cq, const struct ibf_drain *d)
 	if (cq->rep)
 		ibf_cq_report_purge(cq, d);
 	cq->wc_count = kept;
-	cq->has_err = IBF_CQ_ERR_NONE;	/* the next poll finds it again */
+	ibf_cq_set(cq->has_err, IBF_CQ_ERR_NONE);	/* the next poll finds it again */
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	while (d->busy(d->arg)) {
 		n = ibv_poll_cq(cq->cq, IBF_CQ_BATCH, wc);

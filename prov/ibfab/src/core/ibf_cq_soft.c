@@ -34,8 +34,8 @@ int ibf_cq_soft_reserve(struct ibf_cq *cq, uint32_t n)
 		free(cq->soft);
 		cq->soft = ring;
 		cq->soft_size = size;
-		cq->soft_head = 0;
-		cq->soft_tail = count;
+		ibf_cq_set(cq->soft_head, 0);
+		ibf_cq_set(cq->soft_tail, count);
 	}
 	cq->soft_used += n;
 out:
@@ -103,7 +103,7 @@ void ibf_cq_soft_next(struct ibf_cq *cq)
 	struct ibf_cq_room *room = s->room;
 	struct ibf_op *hold = s->hold;
 
-	cq->soft_head++;
+	ibf_cq_set(cq->soft_head, cq->soft_head + 1);
 	if (room)	/* after the last read of *s: its slot may be reused */
 		__atomic_add_fetch(&room->returned, 1, __ATOMIC_RELEASE);
 	if (hold)
@@ -122,6 +122,6 @@ void ibf_cq_soft_purge(struct ibf_cq *cq, const struct ibf_drain *d)
 		if (!d->soft_mine(s, d->arg))
 			cq->soft[kept++ & (cq->soft_size - 1)] = *s;
 	}
-	cq->soft_tail = kept;
+	ibf_cq_set(cq->soft_tail, kept);
 	ibf_lock_release(&cq->soft_lock);
 }

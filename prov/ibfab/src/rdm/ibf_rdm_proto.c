@@ -680,12 +680,13 @@ void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
 }
 
 /*
- * The whole fi_cq_read of a CQ this endpoint alone feeds, with no CQ lock
- * (struct ibf_progress's sole_read): progress as above, in the reader's
- * own frame, then what the CQ itself holds.  An application spinning on
- * its CQ runs this and the CQ's jump here (fabtests/run-instr: 125
- * instructions an empty read, against 150 through the CQ's own read and
- * a call of ibf_rdm_progress).
+ * The whole fi_cq_read of a CQ this endpoint alone feeds (struct
+ * ibf_progress's sole_read): progress as above, in the reader's own
+ * frame, then what the CQ itself holds, under the CQ's lock only if it
+ * holds something.  An application spinning on its CQ runs this and the
+ * CQ's jump here (fabtests/run-instr: 125 instructions an empty read,
+ * against 150 through the CQ's own read and a call of ibf_rdm_progress;
+ * at FI_THREAD_SAFE, the endpoint's lock alone).
  */
 ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
 			  void *buf, size_t count, fi_addr_t *src)
@@ -710,7 +711,7 @@ ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
 		n = sink.n;
 	}
 	ibf_lock_release(&ep->lock);
-	return ibf_cq_progressed(cq, buf, count, src, n);
+	return ibf_cq_progressed(cq, buf, count, src, n, 0);
 }
 
 /* FI_PROGRESS_AUTO, from the endpoint's thread when its CQ has an event. */
