@@ -377,6 +377,31 @@ static void bad_arguments(struct ibft_conn *c, struct ibft_buf *local)
 	}
 }
 
+/*
+ * The server's description of its region for a case whose client then
+ * writes with a wrong key or beyond the region.  That write ends the
+ * connection: a remote access error puts the server's QP in the error
+ * state too, and rxe may take the write before the ACK of this send
+ * (the two come from different parts of the client and can cross on the
+ * wire), so the send is flushed though the client got it.  Seen once in
+ * CI, serving beyond-region.  A flush of this send will do; anything
+ * else still fails.
+ */
+static int serve_broken_case(struct ibft_conn *c, struct ibft_buf *ctl,
+			     const struct remote *r, const char *name)
+{
+	struct fi_cq_err_entry err = { 0 };
+	int ret = ibft_ctl_send(c, ctl, r, sizeof(*r));
+
+	if (ret == -FI_EOTHER && fi_cq_readerr(c->cq, &err, 0) == 1 &&
+	    err.op_context == ctl && err.err == FI_ECANCELED) {
+		printf("# %s: the send was flushed, the client's write first\n",
+		       name);
+		ret = 0;
+	}
+	return ret;
+}
+
 static void errors(void)
 {
 	static const char *cases[] = { "wrong-key", "beyond-region", "good" };
@@ -402,9 +427,10 @@ static void errors(void)
 			r.addr = (uintptr_t)region.ptr;
 			r.key = region.key;
 			r.len = 4096;
-			if (!ret)
-				ret = ibft_ctl_send(&c, &ctl, &r, sizeof(r));
 			snprintf(name, sizeof(name), "errors-serve-%s", cases[i]);
+			if (!ret)
+				ret = i < 2 ? serve_broken_case(&c, &ctl, &r, name) :
+					      ibft_ctl_send(&c, &ctl, &r, sizeof(r));
 			IBFT_EXPECT(ret, 0, name);
 			if (i == 2) {
 				ret = ibft_ctl_recv(&c, &ctl, name, 4);
