@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ibf.h"
+#include "ibf_cq.h"
 
 static struct ibf_op send_op = { .flags = FI_SEND | FI_MSG, .len = 100 };
 static struct ibf_op recv_op = { .flags = FI_RECV | FI_MSG, .len = 4096 };

@@ -24,6 +24,8 @@
 #include <string.h>
 
 #include "ibf.h"
+#include "ibf_cntr.h"
+#include "ibf_cq.h"
 
 static struct ibf_cntr *to_ibf_cntr(struct fid_cntr *c)
 {

@@ -10,6 +10,8 @@
 #define IBF_CQ_IMPL_H
 
 #include "ibf.h"
+#include "ibf_cntr.h"
+#include "ibf_cq.h"
 
 /*
  * Take up to max completions out of the device CQ.  This is where an

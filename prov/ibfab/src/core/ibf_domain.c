@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "ibf_abi.h"
-#include "ibf_av.h"
 #include "ibf_atomic_ops.h"
+#include "ibf_av.h"
+#include "ibf_cntr.h"
+#include "ibf_cq.h"
 #include "ibf_mr_cache.h"
 
 /* ---- the registration cache's registrations: the domain's PD ---- */

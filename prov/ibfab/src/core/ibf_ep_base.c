@@ -7,6 +7,8 @@
 #include "config.h"
 
 #include "ibf.h"
+#include "ibf_cntr.h"
+#include "ibf_cq.h"
 
 /* The fi_ep_bind flag each counter kind answers to. */
 static const uint64_t ibf_cntr_kind_flag[IBF_CNTR_KINDS] = {

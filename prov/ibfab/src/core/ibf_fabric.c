@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "ibf.h"
+#include "ibf_cntr.h"
+#include "ibf_cq.h"
 
 static int ibf_fabric_close(struct fid *fid)
 {

@@ -11,8 +11,9 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "ibf_abi.h"
 #include "ibf.h"
+#include "ibf_abi.h"
+#include "ibf_cntr.h"
 
 #define IBF_MR_ACCESS (FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
 		       FI_REMOTE_READ | FI_REMOTE_WRITE)

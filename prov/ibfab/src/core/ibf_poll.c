@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "ibf.h"
+#include "ibf_cntr.h"
+#include "ibf_cq.h"
 
 /* A member: a CQ, or a counter and what the last poll saw of it. */
 struct ibf_poll_member {

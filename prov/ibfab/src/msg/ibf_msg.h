@@ -11,6 +11,8 @@
 #define IBF_MSG_H
 
 #include "ibf.h"
+#include "ibf_cntr.h"
+#include "ibf_cq.h"
 
 struct ibf_ep;
 struct ibf_srx;

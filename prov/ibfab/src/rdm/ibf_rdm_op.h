@@ -21,6 +21,8 @@
 #define IBF_RDM_OP_H
 
 #include "ibf.h"
+#include "ibf_cntr.h"
+#include "ibf_cq.h"
 #include "ibf_match.h"
 #include "ibf_rdm_bind.h"
 #include "ibf_rdm_wire.h"
