@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,9 +220,15 @@ void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *ep, int fd)
 	ibf_lock_release(&cq->lock);
 	/* Nor one under way: a read that found the old table may be in
 	 * ep's sole_read still (it takes cq->lock at its end, so wait
-	 * without it).  New reads no longer come there. */
-	while (__atomic_load_n(&cq->sole_readers, __ATOMIC_SEQ_CST))
-		ibf_cpu_relax();
+	 * without it).  New reads no longer come there.  A reader that
+	 * lost its CPU holds us up until it runs again: after a while,
+	 * give ours up rather than spin through a whole time slice. */
+	for (i = 0; __atomic_load_n(&cq->sole_readers, __ATOMIC_SEQ_CST); i++) {
+		if (i < 1024)
+			ibf_cpu_relax();
+		else
+			sched_yield();
+	}
 	if (cq->channel && fd >= 0)
 		ibf_waitfd_unwatch(&cq->wait, fd);
 }
