@@ -236,6 +236,9 @@ void poll_all(void)
 				c->src = FI_ADDR_NOTAVAIL;
 				c->err = err.err;
 				c->olen = err.olen;
+				fi_cq_strerror(nd->cq, err.prov_errno,
+					       err.err_data, c->why,
+					       sizeof(c->why));
 			}
 		}
 	}

@@ -23,6 +23,7 @@ struct comp {
 	fi_addr_t src;
 	int err;		/* 0, or the error entry's err */
 	size_t olen;
+	char why[96];		/* an error's fi_cq_strerror of its prov_errno */
 };
 
 struct node {

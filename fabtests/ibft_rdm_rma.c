@@ -27,6 +27,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 
 #include "ibft_rdm_rma.h"
@@ -483,6 +484,11 @@ static void test_bad_access(void)
 				 tgt.addr, tgt.key ^ 0x5a5a00, &c));
 	ok = ret < 0 || (!wait_local(ns[0], &c) && c.err);
 	IBFT_CHECK(ok, "rma-bad-key", "a write with a wrong key did not fail");
+	/* What the provider adds must not contradict the error. */
+	if (ret >= 0 && c.err)
+		IBFT_CHECK(c.why[0] && strncasecmp(c.why, "success", 7),
+			   "rma-bad-key-strerror", "fi_cq_strerror of its "
+			   "prov_errno says \"%s\"", c.why);
 	ret = (int)POST(fi_write(ns[0]->ep, loc.buf, 4096, loc.desc, ns[0]->peer[1],
 				 tgt.addr + RBUF - 100, tgt.key, &c));
 	ok = ret < 0 || (!wait_local(ns[0], &c) && c.err);

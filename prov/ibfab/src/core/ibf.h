@@ -537,6 +537,10 @@ struct ibf_op {
 	uint64_t data, tag;
 	size_t olen;
 	int err;
+	/* The device's status (enum ibv_wc_status) when a work request of
+	 * the op failed, else 0: the error entry's prov_errno, which
+	 * fi_cq_strerror names (an RDM op's error says why it failed). */
+	int prov_errno;
 	fi_addr_t src;		/* FI_SOURCE: the sender (RDM) */
 	/* FI_EP_MSG: the counter its completion adds to, or NULL. */
 	struct ibf_cntr *cntr;

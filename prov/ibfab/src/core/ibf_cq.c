@@ -565,7 +565,10 @@ static ssize_t ibf_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *err
 static const char *ibf_cq_strerror(struct fid_cq *cq, int prov_errno,
 				   const void *err_data, char *buf, size_t len)
 {
-	const char *s = ibv_wc_status_str((enum ibv_wc_status)prov_errno);
+	/* 0: the error is ibfab's own (a broken connection, a refused
+	 * argument), not a device's status; err says what it is. */
+	const char *s = prov_errno ? ibv_wc_status_str((enum ibv_wc_status)prov_errno) :
+		"no device status: the error code says what failed";
 
 	if (buf && len) {
 		snprintf(buf, len, "%s", s);

@@ -71,6 +71,7 @@ static void ibf_cq_soft_queue(struct ibf_cq *cq, const struct ibf_op *op,
 		.op_context = op->context, .flags = op->flags, .len = op->len,
 		.buf = op->buf, .data = op->data, .tag = op->tag,
 		.olen = op->olen, .err = op->err,
+		.prov_errno = op->err ? op->prov_errno : 0,
 	};
 	s->src = op->src;
 	s->report = op->user_comp;

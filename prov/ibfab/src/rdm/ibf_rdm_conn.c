@@ -614,13 +614,36 @@ static void ibf_rdm_send_failed(struct ibf_rdm_op *op, enum ibv_wc_status status
 	ibf_rdm_conn_broken(conn, op->post_epoch, err);
 }
 
+/*
+ * The first failed status of an op its caller completes, for its error
+ * entry's prov_errno (fi_cq_strerror names it).  Not a bounce's FIN, nor
+ * the connection layer's own ops: no one reads theirs, and cleared only
+ * on the completion path, it would outlive them.
+ */
+static void __attribute__((noinline, cold))
+ibf_rdm_keep_status(struct ibf_rdm_op *op, enum ibv_wc_status status)
+{
+	switch (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE)) {
+	case IBF_RDM_PROBE:
+	case IBF_RDM_DRAIN:
+	case IBF_RDM_GRANT:
+		return;
+	default:
+		if (!op->is_bounce && !op->op.prov_errno)
+			op->op.prov_errno = status;
+	}
+}
+
 int ibf_rdm_send_done(struct ibf_rdm_op *op, enum ibv_wc_status status)
 {
 	__atomic_sub_fetch(&ibf_rdm_conns_of(op->ep)->sq_posted, 1,
 			   __ATOMIC_RELAXED);
 	ibf_rdm_credit_return(op);
-	if (unlikely(status != IBV_WC_SUCCESS) && op->post_conn)
-		ibf_rdm_send_failed(op, status);
+	if (unlikely(status != IBV_WC_SUCCESS)) {
+		ibf_rdm_keep_status(op, status);
+		if (op->post_conn)
+			ibf_rdm_send_failed(op, status);
+	}
 	switch (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE)) {
 	case IBF_RDM_PROBE:
 		/* A PING: its outcome was all it had to say. */

@@ -339,6 +339,7 @@ static inline void ibf_rdm_op_put(struct ibf_rdm_op *op, int held)
 
 void ibf_rdm_op_free(struct ibf_rdm_op *op)
 {
+	op->op.prov_errno = 0;	/* reused clean (the usual put never sets it) */
 	ibf_rdm_op_put(op, 0);
 }
 
@@ -671,6 +672,7 @@ ibf_rdm_complete_any(struct ibf_rdm_op *op, int err)
 	if (!err && (!op->op.user_comp ||
 		     (ep->sink && ep->sink->cq == cq &&
 		      ibf_cq_sink_take(ep->sink, &op->op)))) {
+		op->op.prov_errno = 0;
 		ibf_rdm_op_put(op, 0);
 		ep->up->op_freed(ep);
 		return;
@@ -680,6 +682,7 @@ ibf_rdm_complete_any(struct ibf_rdm_op *op, int err)
 	op->op.err = -err;
 	ibf_cq_soft_write(cq, &op->op, ibf_rdm_is_tx(op) ? &ep->tx_room :
 							  &ep->rx_room);
+	op->op.prov_errno = 0;	/* copied: reused clean */
 	ibf_rdm_op_put(op, 1);
 }
 
