@@ -147,7 +147,8 @@ static inline void ibf_cq_progress_eps(struct ibf_cq *cq,
 		cq->eps[i]->progress(cq->eps[i], sink);
 }
 
-int ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
+IBF_INLINE_HOT int
+ibf_cq_sink_take(struct ibf_cq_sink *sink, const struct ibf_op *op)
 {
 	struct ibf_cq *cq = sink->cq;
 	size_t n = sink->n;

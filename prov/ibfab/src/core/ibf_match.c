@@ -8,6 +8,7 @@
 #include <rdma/fi_errno.h>
 
 #include "ibf_match.h"
+#include "ibf_util.h"
 
 int ibf_mq_init(struct ibf_mq *q, size_t buckets)
 {
@@ -104,8 +105,8 @@ void ibf_mq_post(struct ibf_mq *q, struct ibf_mq_entry *r)
 						&q->wild);
 }
 
-struct ibf_mq_entry *ibf_mq_posted_match(struct ibf_mq *q, uint64_t tag,
-					 uint64_t src)
+IBF_INLINE_HOT struct ibf_mq_entry *
+ibf_mq_posted_match(struct ibf_mq *q, uint64_t tag, uint64_t src)
 {
 	struct ibf_mq_entry *e, *w;
 

@@ -783,10 +783,15 @@ int ibf_rdm_conn_get(struct ibf_rdm_ep_conns *ep, fi_addr_t addr,
  * answer -FI_EAGAIN once all are taken.  The peer's buffers stay as safe
  * as before, since nothing queued is sent before its grant.
  */
-ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
+static ssize_t __attribute__((noinline))
+ibf_rdm_conn_send_queued(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
+
+/* The usual send, on a connection that is up with nothing queued, is
+ * posted in the caller's frame; the rest queues (apart, below). */
+IBF_INLINE_HOT ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn,
+					 struct ibf_rdm_op *op)
 {
-	struct ibf_rdm_ep_conns *ep = conn->ep;
-	int ret = -FI_ENOTCONN;
+	int ret;
 
 	if (likely(__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE) ==
 		   IBF_CONN_CONNECTED) &&
@@ -796,9 +801,17 @@ ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 		    likely(!ibf_rdm_window_spent(conn, op, ret)))
 			return ret;
 	}
-	/* Not up, or it ended since we looked, or sends wait for the peer's
-	 * window: queue and (re)connect. */
-	ret = 0;
+	return ibf_rdm_conn_send_queued(conn, op);
+}
+
+/* Not up, or it ended since we looked, or sends wait for the peer's
+ * window: queue and (re)connect. */
+static ssize_t ibf_rdm_conn_send_queued(struct ibf_rdm_conn *conn,
+					struct ibf_rdm_op *op)
+{
+	struct ibf_rdm_ep_conns *ep = conn->ep;
+	int ret = 0;
+
 	pthread_mutex_lock(&ep->cm_lock);
 	switch (__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE)) {
 	case IBF_CONN_CONNECTED:

@@ -687,7 +687,7 @@ ibf_rdm_complete_any(struct ibf_rdm_op *op, int err)
 }
 
 /* err: 0 or -FI_E*; the CQ reports it positive, as fi_cq_readerr does. */
-void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
+IBF_INLINE_HOT void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 {
 	struct ibf_rdm_ep_ops *ep = op->ep;
 	struct ibf_cq *cq;

@@ -104,9 +104,9 @@ int ibf_rdm_post(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 }
 
 /* A send whose header is in op->mem, on conn's life epoch. */
-static int ibf_rdm_post_msg(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
-			    struct ibv_sge *sge, int nsge, int inl,
-			    uint32_t epoch)
+static IBF_INLINE_HOT int
+ibf_rdm_post_msg(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
+		 struct ibv_sge *sge, int nsge, int inl, uint32_t epoch)
 {
 	struct ibv_send_wr wr;
 	int ret;
@@ -226,7 +226,8 @@ static int ibf_rdm_post_keyq(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 				epoch);
 }
 
-int ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
+IBF_INLINE_HOT int
+ibf_rdm_post_built(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
 	uint32_t epoch;
 	int request, ret;
