@@ -674,7 +674,8 @@ ibf_rdm_complete_any(struct ibf_rdm_op *op, int err)
 		      ibf_cq_sink_take(ep->sink, &op->op)))) {
 		op->op.prov_errno = 0;
 		ibf_rdm_op_put(op, 0);
-		ep->up->op_freed(ep);
+		if (unlikely(ep->freed_wanted))
+			ep->up->op_freed(ep);
 		return;
 	}
 	/* Copied into the CQ's ring, op freed but held until the copy is
@@ -703,7 +704,8 @@ IBF_INLINE_HOT void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 		    (ep->sink && ep->sink->cq == cq &&
 		     ibf_cq_sink_take(ep->sink, &op->op))) {
 			ibf_rdm_op_put(op, 0);
-			ep->up->op_freed(ep);
+			if (unlikely(ep->freed_wanted))
+				ep->up->op_freed(ep);
 			return;
 		}
 	}

@@ -66,7 +66,7 @@ struct ibf_rdm_upcalls {
 	/* One or more connections have ended since the last call: what
 	 * waits on their ended lives (rendezvous sends) fails. */
 	void (*conns_ended)(struct ibf_rdm_ep_conns *ep);
-	/* An op went back to a free list. */
+	/* An op went back to a free list, while ep->freed_wanted. */
 	void (*op_freed)(struct ibf_rdm_ep_ops *ep);
 	/* FI_PROGRESS_AUTO: the endpoint's CQ channel fired (thread, no
 	 * lock held). */
@@ -86,6 +86,10 @@ struct ibf_rdm_upcalls {
 	/* All QPs complete here; the user's CQs progress it when read. */ \
 	struct ibv_cq *hcq; \
 	const struct ibf_rdm_upcalls *up;	/* the layers' way up */ \
+	/* Set by the layer above while something waits for free ops: \
+	 * only then is a freed op told (up->op_freed), not a call on \
+	 * every completion. */ \
+	int freed_wanted; \
 	/* The CQ read running progress now, or NULL (under lock). */ \
 	struct ibf_cq_sink *sink; \
 	/* Sends, receives, bounces; one registered area. */ \

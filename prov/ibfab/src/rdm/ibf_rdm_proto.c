@@ -291,6 +291,7 @@ static void ibf_rdm_multi_drain(struct ibf_rdm_ep_proto *ep)
 	}
 	ep->multi_waiting = e != NULL;	/* ran out of ops before the end */
 	ep->multi_draining = 0;
+	ibf_rdm_freed_want(ep);
 }
 
 void ibf_rdm_recv_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
@@ -306,8 +307,10 @@ void ibf_rdm_recv_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
 			ibf_rdm_unexp_take(ep, b);
 			ibf_rdm_deliver_multi(ep, r, b);
 		}
-		if (!ibf_rdm_rx_any(&ep->as_ops) && r->state == IBF_RDM_RX_POSTED)
+		if (!ibf_rdm_rx_any(&ep->as_ops) && r->state == IBF_RDM_RX_POSTED) {
 			ep->multi_waiting = 1;	/* the rest as ops free */
+			ibf_rdm_freed_want(ep);
+		}
 		return;
 	}
 	b = ibf_rdm_unexp_find(ep, r);
@@ -376,6 +379,7 @@ static void ibf_rdm_on_message(struct ibf_rdm_ep_proto *ep,
 	if (r) {
 		/* No op to report it, or older ones wait: behind them. */
 		ep->multi_waiting = 1;
+		ibf_rdm_freed_want(ep);
 		ibf_rdm_multi_drain(ep);
 	}
 }
@@ -795,9 +799,11 @@ ibf_rdm_op_freed_drain(struct ibf_rdm_ep_proto *ep)
 		ibf_rdm_multi_drain(ep);
 	if (ep->wdata_wait.head != NULL)
 		ibf_rdm_wdata_drain(ep);
+	ibf_rdm_freed_want(ep);
 }
 
-/* Called for every op freed: two loads unless something waits for ops
+/* Called for an op freed while something waits for ops (freed_wanted),
+ * and for receive ops reclaimed: two loads unless something still waits
  * (the drains apart, so this needs no registers saved). */
 static void ibf_rdm_op_freed(struct ibf_rdm_ep_ops *ops)
 {

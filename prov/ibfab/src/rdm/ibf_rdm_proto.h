@@ -69,6 +69,14 @@ struct ibf_rdm_ep_proto {
 };
 
 /* The protocol's endpoint, from the part a lower layer handed up. */
+/* Whether something waits for free ops (a multi-receive's messages,
+ * remote CQ data), for the operations layer to tell each one freed. */
+static inline void ibf_rdm_freed_want(struct ibf_rdm_ep_proto *ep)
+{
+	ep->as_ops.freed_wanted = ep->multi_waiting ||
+				  ep->wdata_wait.head != NULL;
+}
+
 static inline struct ibf_rdm_ep_proto *
 ibf_rdm_proto_of(struct ibf_rdm_ep_conns *ep)
 {

@@ -624,6 +624,7 @@ void ibf_rdm_on_wdata(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
 	}
 	ibf_rdm_op_to(b, IBF_RDM_BOUNCE_HELD);
 	ibf_rdm_list_append(&ep->wdata_wait, b);
+	ibf_rdm_freed_want(ep);
 }
 
 void ibf_rdm_on_remote_event(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
@@ -651,4 +652,5 @@ void ibf_rdm_wdata_drain(struct ibf_rdm_ep_proto *ep)
 		ibf_rdm_list_remove(&ep->wdata_wait, b);
 		ibf_rdm_wdata_report(ep, r, b);
 	}
+	ibf_rdm_freed_want(ep);
 }
