@@ -242,7 +242,7 @@ enum ibf_ep_state ibf_ep_set_state(struct ibf_ep *ep, enum ibf_ep_state to)
 static int ibf_ep_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 {
 	struct ibf_ep *ep = to_ibf_ep(ep_fid);
-	int state = IBF_EP_CONNECTED;
+	enum ibf_ep_state state = IBF_EP_CONNECTED;
 
 	/* Only the first shutdown of a connection disconnects it. */
 	if (!__atomic_compare_exchange_n(&ep->state, &state, IBF_EP_SHUTDOWN, 0,
