@@ -782,32 +782,12 @@ int ibf_rdm_conn_get(struct ibf_rdm_ep_conns *ep, fi_addr_t addr,
  * a send.  What bounds the queue is the sender's own ops (tx_size): they
  * answer -FI_EAGAIN once all are taken.  The peer's buffers stay as safe
  * as before, since nothing queued is sent before its grant.
+ *
+ * Here when the connection is not up, or ended since the caller looked,
+ * or sends wait for the peer's window: queue and (re)connect.
  */
 static ssize_t __attribute__((noinline))
-ibf_rdm_conn_send_queued(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op);
-
-/* The usual send, on a connection that is up with nothing queued, is
- * posted in the caller's frame; the rest queues (apart, below). */
-IBF_INLINE_HOT ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn,
-					 struct ibf_rdm_op *op)
-{
-	int ret;
-
-	if (likely(__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE) ==
-		   IBF_CONN_CONNECTED) &&
-	    likely(!__atomic_load_n(&conn->queue_head, __ATOMIC_RELAXED))) {
-		ret = ibf_rdm_post_built(conn, op);
-		if (likely(ret != -FI_ENOTCONN) &&
-		    likely(!ibf_rdm_window_spent(conn, op, ret)))
-			return ret;
-	}
-	return ibf_rdm_conn_send_queued(conn, op);
-}
-
-/* Not up, or it ended since we looked, or sends wait for the peer's
- * window: queue and (re)connect. */
-static ssize_t ibf_rdm_conn_send_queued(struct ibf_rdm_conn *conn,
-					struct ibf_rdm_op *op)
+ibf_rdm_conn_send_queued(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op)
 {
 	struct ibf_rdm_ep_conns *ep = conn->ep;
 	int ret = 0;
@@ -845,6 +825,25 @@ static ssize_t ibf_rdm_conn_send_queued(struct ibf_rdm_conn *conn,
 	}
 	return ret;
 }
+
+/* The usual send, on a connection that is up with nothing queued, is
+ * posted in the caller's frame; the rest queues (apart, above). */
+IBF_INLINE_HOT ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn,
+					 struct ibf_rdm_op *op)
+{
+	int ret;
+
+	if (likely(__atomic_load_n(&conn->state, __ATOMIC_ACQUIRE) ==
+		   IBF_CONN_CONNECTED) &&
+	    likely(!__atomic_load_n(&conn->queue_head, __ATOMIC_RELAXED))) {
+		ret = ibf_rdm_post_built(conn, op);
+		if (likely(ret != -FI_ENOTCONN) &&
+		    likely(!ibf_rdm_window_spent(conn, op, ret)))
+			return ret;
+	}
+	return ibf_rdm_conn_send_queued(conn, op);
+}
+
 
 void ibf_rdm_cm_deliver(struct ibf_rdm_ep_conns *ep)
 {

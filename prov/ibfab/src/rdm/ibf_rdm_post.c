@@ -104,7 +104,7 @@ int ibf_rdm_post(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 }
 
 /* A send whose header is in op->mem, on conn's life epoch. */
-static IBF_INLINE_HOT int
+static inline __attribute__((always_inline)) int
 ibf_rdm_post_msg(struct ibf_rdm_conn *conn, struct ibf_rdm_op *op,
 		 struct ibv_sge *sge, int nsge, int inl, uint32_t epoch)
 {

@@ -809,7 +809,7 @@ static void ibf_rdm_op_freed(struct ibf_rdm_ep_ops *ops)
 {
 	struct ibf_rdm_ep_proto *ep = ibf_rdm_proto_of_ops(ops);
 
-	if (unlikely(ep->multi_waiting || ep->wdata_wait.head != NULL))
+	if (unlikely(ibf_rdm_ops_awaited(ep)))
 		ibf_rdm_op_freed_drain(ep);
 }
 

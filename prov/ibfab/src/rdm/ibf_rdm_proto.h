@@ -68,15 +68,21 @@ struct ibf_rdm_ep_proto {
 	IBF_RDM_EP_PROTO_FIELDS
 };
 
-/* The protocol's endpoint, from the part a lower layer handed up. */
-/* Whether something waits for free ops (a multi-receive's messages,
- * remote CQ data), for the operations layer to tell each one freed. */
-static inline void ibf_rdm_freed_want(struct ibf_rdm_ep_proto *ep)
+/* Whether something waits for free ops: a multi-receive's messages, or
+ * remote CQ data. */
+static inline int ibf_rdm_ops_awaited(const struct ibf_rdm_ep_proto *ep)
 {
-	ep->as_ops.freed_wanted = ep->multi_waiting ||
-				  ep->wdata_wait.head != NULL;
+	return ep->multi_waiting || ep->wdata_wait.head != NULL;
 }
 
+/* Said to the operations layer after either changes, so that it tells
+ * each op freed only while something waits for one. */
+static inline void ibf_rdm_freed_want(struct ibf_rdm_ep_proto *ep)
+{
+	ep->as_ops.freed_wanted = ibf_rdm_ops_awaited(ep);
+}
+
+/* The protocol's endpoint, from the part a lower layer handed up. */
 static inline struct ibf_rdm_ep_proto *
 ibf_rdm_proto_of(struct ibf_rdm_ep_conns *ep)
 {
