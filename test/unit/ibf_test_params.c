@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "ibf.h"
+#include "ibf_rdm_bind.h"
 
 static void clear_env(void)
 {
@@ -17,6 +18,7 @@ static void clear_env(void)
 	unsetenv("FI_IBFAB_ACK_TIMEOUT");
 	unsetenv("FI_IBFAB_RETRY_COUNT");
 	unsetenv("FI_IBFAB_DEVICE");
+	unsetenv("FI_IBFAB_RDM_RNDV_WINDOWS");
 }
 
 static void setup(void)
@@ -94,4 +96,51 @@ Test(params, device_by_name)
 	cr_assert_not(ibf_device_wanted("rxe0"));
 	cr_assert_not(ibf_device_wanted("mlx5"));	/* a prefix is not a name */
 	cr_assert_not(ibf_device_wanted("mlx5_01"));
+}
+
+/* A device with type 1 windows: an HCA (Mellanox's vendor id) or rxe. */
+static struct ibv_device_attr windowed(uint32_t vendor_id)
+{
+	struct ibv_device_attr da = {
+		.vendor_id = vendor_id,
+		.max_mw = 1 << 16,
+		.device_cap_flags = IBV_DEVICE_MEM_WINDOW,
+	};
+
+	return da;
+}
+
+/*
+ * FI_IBFAB_RDM_RNDV_WINDOWS unset: rendezvous sends go through windows
+ * on an HCA and register on Soft-RoCE (whose repeated reads can cross
+ * the FIN that closed their window); set, it decides wherever the
+ * device has windows; without windows nothing turns them on.
+ */
+Test(params, rndv_windows_by_device)
+{
+	struct ibv_device_attr hca = windowed(0x02c9), rxe = windowed(0xffffff);
+	struct ibv_device_attr bare = windowed(0x02c9);
+
+	bare.max_mw = 0;
+	ibf_params_load();
+	cr_assert_eq(ibf_params.rdm_rndv_windows, -1);
+	cr_assert(ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, &hca));
+	cr_assert_not(ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, &rxe));
+	cr_assert_not(ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, &bare));
+	bare = windowed(0x02c9);
+	bare.device_cap_flags = 0;
+	cr_assert_not(ibf_rdm_windows_wanted(-1, &bare));
+
+	setenv("FI_IBFAB_RDM_RNDV_WINDOWS", "1", 1);
+	ibf_params_load();
+	cr_assert_eq(ibf_params.rdm_rndv_windows, 1);
+	cr_assert(ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, &rxe));
+	cr_assert(ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, &hca));
+	cr_assert_not(ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, &bare));
+
+	setenv("FI_IBFAB_RDM_RNDV_WINDOWS", "0", 1);
+	ibf_params_load();
+	cr_assert_eq(ibf_params.rdm_rndv_windows, 0);
+	cr_assert_not(ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, &hca));
+	cr_assert_not(ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, &rxe));
 }

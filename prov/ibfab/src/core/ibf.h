@@ -73,7 +73,8 @@ struct ibf_params {
 	int link_local;		/* list IPv6 link-local addresses too */
 	int rdm_rndv_windows;	/* RDM: open rendezvous sends to their reader
 				 * through memory windows where the device
-				 * has them */
+				 * has them; -1 (unset): the device's
+				 * kind decides */
 	int rdm_requested_keys;	/* RDM: requested keys even if hints allow
 				 * the device's */
 	int cm_timeout_ms;

@@ -34,9 +34,10 @@ static const struct ibf_params ibf_params_default = {
 	.rdm_unexp_max = 16384,
 	.rdm_max_conns = 65536,
 	.mr_cache_max = 1024,
-	/* Off: rdma_rxe runs a bind again when it retransmits the sends
-	 * before it, and the connection dies (fi_ibfab(7)). */
-	.rdm_rndv_windows = 0,
+	/* Unset: on every device with windows but Soft-RoCE, whose
+	 * retransmitted reads can arrive after the answer that closed
+	 * their window (ibf_rdm_windows_wanted, fi_ibfab(7)). */
+	.rdm_rndv_windows = -1,
 };
 
 /*
@@ -151,9 +152,10 @@ void ibf_params_define(void)
 			"pair of the endpoint's own and unbound when the "
 			"receiver answers, where the device has windows; no "
 			"means a registration per send, made and dropped with "
-			"it (default: no: on Soft-RoCE, a wire that drops 2% "
-			"of its packets failed 4 runs of 188 with them and "
-			"with no warning; see fi_ibfab(7))");
+			"it (default: yes on a device that keeps a connection's "
+			"packets in order, no on Soft-RoCE, where a wire that "
+			"drops 2% of its packets failed 4 runs of 188 with "
+			"them and with no warning; see fi_ibfab(7))");
 }
 
 /* FI_IBFAB_<NAME>, as fi_info -e shows it and a user sets it. */

@@ -15,6 +15,22 @@
  * second on an emulated CPU. */
 #define IBF_RDM_BIND_SPINS (1u << 22)
 
+int ibf_rdm_windows_wanted(int param, const struct ibv_device_attr *da)
+{
+	if (!param || da->max_mw <= 0 ||
+	    !(da->device_cap_flags & IBV_DEVICE_MEM_WINDOW))
+		return 0;
+	/*
+	 * Soft-RoCE, unless asked: under loss rxe asks again for a read
+	 * from softirq, on another CPU than the reader's FIN, and the
+	 * repeat can reach the sender after the FIN closed its window;
+	 * answering it through the closed window ends the connection
+	 * with nothing but flushes.  A fabric (or an HCA's RoCE) keeps a
+	 * queue pair's packets in order, so there the repeat comes first.
+	 */
+	return param > 0 || da->vendor_id != IBF_SOFT_ROCE_VENDOR_ID;
+}
+
 /* Init, then ready to receive from and send to itself, then to send. */
 static int ibf_rdm_binder_connect(struct ibv_qp *qp, uint8_t port)
 {

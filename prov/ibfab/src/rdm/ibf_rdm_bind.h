@@ -20,6 +20,17 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
+/* rdma_rxe's vendor id (Soft-RoCE), as ibv_query_device gives it. */
+#define IBF_SOFT_ROCE_VENDOR_ID 0xffffff
+
+/*
+ * Whether an endpoint on a device of attributes da opens its rendezvous
+ * sends through windows: never where the device has no type 1 windows;
+ * else as FI_IBFAB_RDM_RNDV_WINDOWS says (param 0 or 1), and when it is
+ * unset (-1) on every device but Soft-RoCE.
+ */
+int ibf_rdm_windows_wanted(int param, const struct ibv_device_attr *da);
+
 struct ibf_rdm_binder {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
