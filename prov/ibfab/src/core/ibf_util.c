@@ -263,8 +263,8 @@ const char *ibf_enum_str(char *buf, size_t len, int type, int value)
 	return buf;
 }
 
-size_t ibf_copy_to_iov(const struct iovec *iov, size_t count,
-		       const uint8_t *src, size_t len)
+size_t ibf_copy_to_iov_any(const struct iovec *iov, size_t count,
+			   const uint8_t *src, size_t len)
 {
 	size_t i, n, done = 0;
 

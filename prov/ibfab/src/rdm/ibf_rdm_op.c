@@ -760,7 +760,8 @@ int ibf_rdm_iov_check_any(const struct iovec *iov, size_t count,
 	return 0;
 }
 
-void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count)
+void ibf_rdm_copy_from_iov_any(uint8_t *dst, const struct iovec *iov,
+			       size_t count)
 {
 	size_t i;
 

@@ -427,7 +427,16 @@ static inline int ibf_rdm_iov_check(const struct iovec *iov, size_t count,
 	return ibf_rdm_iov_check_any(iov, count, limit, len, what);
 }
 /* Gather count iovs into dst. */
-void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov, size_t count);
+void ibf_rdm_copy_from_iov_any(uint8_t *dst, const struct iovec *iov,
+			       size_t count);
+static inline void ibf_rdm_copy_from_iov(uint8_t *dst, const struct iovec *iov,
+					 size_t count)
+{
+	if (count == 1)
+		ibf_copy(dst, iov[0].iov_base, iov[0].iov_len);
+	else
+		ibf_rdm_copy_from_iov_any(dst, iov, count);
+}
 
 /*
  * fi_inject and its kin: the buffer is free on return and no completion is
