@@ -75,6 +75,14 @@ int ibft_deviates(const char *prov, const char *name, const char *why);
 /* Hints for a MSG endpoint with local registration, for provider -p. */
 struct fi_info *ibft_msg_hints(void);
 
+/* An EQ's connection event with room for 256 bytes of connection data
+ * behind it (in e.data).  A union: fi_eq_cm_entry ends in a flexible
+ * array, which may end a struct only, not sit before another member. */
+union ibft_cm_entry {
+	struct fi_eq_cm_entry e;
+	uint8_t room[sizeof(struct fi_eq_cm_entry) + 256];
+};
+
 /* A connected FI_EP_MSG endpoint and what it needs. */
 struct ibft_conn {
 	struct fi_info *info;	/* the endpoint's */

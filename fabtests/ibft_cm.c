@@ -18,10 +18,6 @@
 #define ACCEPT_DATA "welcome, client"
 #define REJECT_DATA "go away"
 
-struct cm_entry {
-	struct fi_eq_cm_entry e;
-	uint8_t data[256];
-};
 
 static size_t cm_data_size(struct fid *fid)
 {
@@ -37,7 +33,7 @@ static int serve_one(struct ibft_conn *c, const struct ibft_conn_opts *o,
 		     int check)
 {
 	struct fi_info *req;
-	struct cm_entry ev;
+	union ibft_cm_entry ev;
 	int ret;
 
 	ret = ibft_wait_connreq(c, &req);
@@ -88,7 +84,7 @@ out:
 	ibft_close(&c);
 }
 
-static int client_connect(struct ibft_conn *c, struct cm_entry *ev,
+static int client_connect(struct ibft_conn *c, union ibft_cm_entry *ev,
 			  struct fi_eq_err_entry *err, const char *port)
 {
 	struct fi_info *hints = ibft_msg_hints_addr(), *info = NULL;
@@ -213,7 +209,7 @@ static void client(void)
 {
 	struct fi_eq_err_entry err;
 	struct sockaddr_storage ss;
-	struct cm_entry ev;
+	union ibft_cm_entry ev;
 	struct ibft_conn c;
 	char err_data[256], port[16];
 	size_t len;
@@ -224,7 +220,7 @@ static void client(void)
 		IBFT_CHECK(ev.e.fid == &c.ep->fid, "connected-fid", "fid %p",
 			   (void *)ev.e.fid);
 		IBFT_CHECK(ibft_eq_last_len == sizeof(ev.e) + sizeof(ACCEPT_DATA) &&
-			   !memcmp(ev.data, ACCEPT_DATA, sizeof(ACCEPT_DATA)),
+			   !memcmp(ev.e.data, ACCEPT_DATA, sizeof(ACCEPT_DATA)),
 			   "accept-data", "event of %zd bytes for %zu of data, or "
 			   "they differ", ibft_eq_last_len, sizeof(ACCEPT_DATA));
 		len = sizeof(ss);

@@ -158,10 +158,7 @@ static int setup_ep(struct ibft_conn *c, const struct ibft_conn_opts *o,
 
 static int wait_connected(struct ibft_conn *c)
 {
-	struct {
-		struct fi_eq_cm_entry e;
-		uint8_t data[256];
-	} entry;
+	union ibft_cm_entry entry;
 	struct fi_eq_err_entry err = { 0 };
 	int ret;
 
@@ -209,10 +206,7 @@ int ibft_listen(struct ibft_conn *c, const struct ibft_conn_opts *o)
 
 int ibft_wait_connreq(struct ibft_conn *c, struct fi_info **req)
 {
-	struct {
-		struct fi_eq_cm_entry e;
-		uint8_t data[256];
-	} entry;
+	union ibft_cm_entry entry;
 	int ret;
 
 	ret = ibft_eq_wait(c->eq, &entry, sizeof(entry), 20000, NULL);
@@ -222,7 +216,7 @@ int ibft_wait_connreq(struct ibft_conn *c, struct fi_info **req)
 	}
 	*req = entry.e.info;
 	c->cm_data_len = (size_t)ibft_eq_last_len - sizeof(entry.e);
-	memcpy(c->cm_data, entry.data, IBFT_MIN(c->cm_data_len, sizeof(c->cm_data)));
+	memcpy(c->cm_data, entry.e.data, IBFT_MIN(c->cm_data_len, sizeof(c->cm_data)));
 	return 0;
 }
 

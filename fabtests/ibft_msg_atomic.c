@@ -354,10 +354,7 @@ static void server_leaves(void)
 
 static void client_left(void)
 {
-	struct {
-		struct fi_eq_cm_entry e;
-		uint8_t data[64];
-	} entry;
+	union ibft_cm_entry entry;
 	struct ibft_buf ctl;
 	uint64_t one = 1, old;
 	int ret, ctx, ev;
