@@ -120,11 +120,24 @@ static inline int ibf_bits_subset(uint64_t want, uint64_t have)
 
 /* Members of fi_ops that an object does not support: -FI_ENOSYS. */
 struct fid;
+/* The first and last w bytes of s (n >= w, w 4 or 8) to d: n bytes when
+ * n <= 2w, in two loads and two stores that may overlap. */
+static inline void ibf_copy_ends(uint8_t *d, const uint8_t *s, size_t n,
+				 size_t w)
+{
+	uint64_t a, b;
+
+	memcpy(&a, s, w);
+	memcpy(&b, s + n - w, w);
+	memcpy(d, &a, w);
+	memcpy(d + n - w, &b, w);
+}
+
 /*
  * Copy n bytes: up to 16 (a small message's payload, the size most
- * messages of an MPI ping-pong have) in two overlapping loads and
- * stores, without a call; more through memcpy.  The call and memcpy's
- * own dispatch on the size cost more than the copy for 8 bytes.
+ * messages of an MPI ping-pong have) without a call; more through
+ * memcpy.  The call and memcpy's own dispatch on the size cost more than
+ * the copy for 8 bytes.
  */
 static inline void ibf_copy(void *dst, const void *src, size_t n)
 {
@@ -134,19 +147,9 @@ static inline void ibf_copy(void *dst, const void *src, size_t n)
 	if (n > 16) {
 		memcpy(d, s, n);
 	} else if (n >= 8) {
-		uint64_t a, b;
-
-		memcpy(&a, s, 8);
-		memcpy(&b, s + n - 8, 8);
-		memcpy(d, &a, 8);
-		memcpy(d + n - 8, &b, 8);
+		ibf_copy_ends(d, s, n, 8);
 	} else if (n >= 4) {
-		uint32_t a, b;
-
-		memcpy(&a, s, 4);
-		memcpy(&b, s + n - 4, 4);
-		memcpy(d, &a, 4);
-		memcpy(d + n - 4, &b, 4);
+		ibf_copy_ends(d, s, n, 4);
 	} else {
 		while (n--)
 			*d++ = *s++;
