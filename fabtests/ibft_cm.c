@@ -18,7 +18,6 @@
 #define ACCEPT_DATA "welcome, client"
 #define REJECT_DATA "go away"
 
-
 static size_t cm_data_size(struct fid *fid)
 {
 	size_t size = 0, len = sizeof(size);

@@ -28,7 +28,13 @@ int ibf_rdm_windows_wanted(int param, const struct ibv_device_attr *da)
 	 * with nothing but flushes.  A fabric (or an HCA's RoCE) keeps a
 	 * queue pair's packets in order, so there the repeat comes first.
 	 */
-	return param > 0 || da->vendor_id != IBF_SOFT_ROCE_VENDOR_ID;
+	if (param < 0 && da->vendor_id == IBF_SOFT_ROCE_VENDOR_ID) {
+		IBF_INFO(FI_LOG_EP_CTRL, "Soft-RoCE: rendezvous sends register "
+			 "their buffers (FI_IBFAB_RDM_RNDV_WINDOWS=1 opens them "
+			 "through memory windows instead; see fi_ibfab(7))\n");
+		return 0;
+	}
+	return 1;
 }
 
 /* Init, then ready to receive from and send to itself, then to send. */

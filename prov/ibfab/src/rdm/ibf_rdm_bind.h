@@ -27,7 +27,7 @@
  * Whether an endpoint on a device of attributes da opens its rendezvous
  * sends through windows: never where the device has no type 1 windows;
  * else as FI_IBFAB_RDM_RNDV_WINDOWS says (param 0 or 1), and when it is
- * unset (-1) on every device but Soft-RoCE.
+ * unset (-1) on every device but Soft-RoCE (said at info level there).
  */
 int ibf_rdm_windows_wanted(int param, const struct ibv_device_attr *da);
 

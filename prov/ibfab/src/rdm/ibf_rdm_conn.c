@@ -844,7 +844,6 @@ IBF_INLINE_HOT ssize_t ibf_rdm_conn_send(struct ibf_rdm_conn *conn,
 	return ibf_rdm_conn_send_queued(conn, op);
 }
 
-
 void ibf_rdm_cm_deliver(struct ibf_rdm_ep_conns *ep)
 {
 	struct ibf_rdm_list failed;

@@ -523,11 +523,6 @@ static void ibf_rdm_size(struct ibf_rdm_ep *ep, const struct fi_info *info)
 	ep->atomic_target = !!(info->caps & FI_ATOMIC);
 	/* Windows of type 1, bound on the endpoint's own QP at fi_enable. */
 	ep->mw_ok = ibf_rdm_windows_wanted(ibf_params.rdm_rndv_windows, da);
-	if (!ep->mw_ok && ibf_params.rdm_rndv_windows < 0 &&
-	    da->vendor_id == IBF_SOFT_ROCE_VENDOR_ID)
-		IBF_INFO(FI_LOG_EP_CTRL, "Soft-RoCE: rendezvous sends register "
-			 "their buffers (FI_IBFAB_RDM_RNDV_WINDOWS=1 opens them "
-			 "through memory windows instead; see fi_ibfab(7))\n");
 	ep->base.tx_op_flags = info->tx_attr ?
 			  info->tx_attr->op_flags & ~IBF_RDM_NO_COMP : 0;
 	ep->base.rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
