@@ -210,6 +210,10 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 	if (ep->auto_progress || (threading != FI_THREAD_DOMAIN &&
 	    ep->base.tx_cq && ep->base.rx_cq && ep->base.tx_cq != ep->base.rx_cq))
 		ep->lock.enabled = 1;
+	/* Decided for good: a CQ's read then takes the whole read through a
+	 * hook that does not even test for a lock the level needs none of. */
+	if (!ep->lock.enabled)
+		ep->hook.sole_read = ibf_rdm_sole_read_unlocked;
 	srq_attr.attr.max_wr = ep->nbounce;
 	srq_attr.attr.max_sge = 1;
 	ep->srq = ibv_create_srq(dom->pd, &srq_attr);

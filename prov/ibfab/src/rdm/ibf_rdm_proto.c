@@ -709,12 +709,15 @@ void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink)
  * ibf_progress's sole_read): progress as above, in the reader's own
  * frame, then what the CQ itself holds, under the CQ's lock only if it
  * holds something.  An application spinning on its CQ runs this and the
- * CQ's jump here (fabtests/run-instr: 126 instructions an empty read,
- * against 150 through the CQ's own read and a call of ibf_rdm_progress;
- * 140 at FI_THREAD_SAFE, the endpoint's lock alone).
+ * CQ's jump here (fabtests/run-instr: 118 instructions an empty read
+ * at FI_THREAD_DOMAIN, against 150 through the CQ's own read and a call
+ * of ibf_rdm_progress; 140 at FI_THREAD_SAFE, the endpoint's lock
+ * alone).  locked: the endpoint's lock may be needed (ep->lock says);
+ * 0 only where the threading level needs none.
  */
-ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
-			  void *buf, size_t count, fi_addr_t *src)
+static inline __attribute__((always_inline)) ssize_t
+ibf_rdm_sole_read_as(struct ibf_progress *hook, struct ibf_cq *cq, void *buf,
+		     size_t count, fi_addr_t *src, int locked)
 {
 	struct ibf_rdm_ep_proto *ep = container_of(hook, struct ibf_rdm_ep_proto, hook);
 	struct ibv_wc wc[IBF_CQ_BATCH];
@@ -726,16 +729,33 @@ ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
 
 	if (unlikely(__atomic_load_n(&ep->cm_pending, __ATOMIC_ACQUIRE)))
 		ibf_rdm_cm_deliver(&ep->as_conns);
-	ibf_lock_acquire(&ep->lock);
+	if (locked)
+		ibf_lock_acquire(&ep->lock);
 	polled = ibv_poll_cq(ep->hcq, IBF_CQ_BATCH, wc);
 	/* The tests ibf_rdm_progress_polled ends with, first here. */
 	if (polled > 0 ||
 	    unlikely(__atomic_load_n(&ep->rx_room.returned, __ATOMIC_RELAXED)) ||
 	    unlikely(ibf_rdm_srq_short(&ep->as_ops)))
 		ibf_rdm_progress_polled(ep, &sink, wc, polled);
-	ibf_lock_release(&ep->lock);
+	if (locked)
+		ibf_lock_release(&ep->lock);
 	return ibf_cq_progressed(sink.cq, sink.buf, sink.count, sink.src,
 				 sink.n, 0);
+}
+
+ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
+			  void *buf, size_t count, fi_addr_t *src)
+{
+	return ibf_rdm_sole_read_as(hook, cq, buf, count, src, 1);
+}
+
+/* The same for an endpoint that needs no lock (ibf_rdm_ep_enable chooses):
+ * not even the test of whether it does, 8 instructions an empty read and
+ * 13 a message at FI_THREAD_DOMAIN. */
+ssize_t ibf_rdm_sole_read_unlocked(struct ibf_progress *hook, struct ibf_cq *cq,
+				   void *buf, size_t count, fi_addr_t *src)
+{
+	return ibf_rdm_sole_read_as(hook, cq, buf, count, src, 0);
 }
 
 /* FI_PROGRESS_AUTO, from the endpoint's thread when its CQ has an event. */

@@ -181,6 +181,8 @@ ssize_t ibf_rdm_recv_cancel(struct ibf_rdm_ep_proto *ep, void *context);
 void ibf_rdm_progress(struct ibf_progress *hook, struct ibf_cq_sink *sink);
 ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
 			  void *buf, size_t count, fi_addr_t *src);
+ssize_t ibf_rdm_sole_read_unlocked(struct ibf_progress *hook, struct ibf_cq *cq,
+				   void *buf, size_t count, fi_addr_t *src);
 int ibf_rdm_trywait(struct ibf_progress *hook);
 
 /* ---- ibf_rdm_rndv.c, for ibf_rdm_proto.c ---- */
