@@ -44,11 +44,14 @@ int ibf_ep_base_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 				   b->domain, flags, &b->tx_cq, &b->rx_cq,
 				   &b->tx_selective, &b->rx_selective);
 	case FI_CLASS_CNTR:
-		return ibf_cntr_bind_kinds(b->cntr, ibf_cntr_kind_flag,
-					   b->ops->ncntr,
-					   container_of(bfid, struct ibf_cntr,
-							cntr_fid.fid),
-					   b->domain, flags);
+		ret = ibf_cntr_bind_kinds(b->cntr, ibf_cntr_kind_flag,
+					  b->ops->ncntr,
+					  container_of(bfid, struct ibf_cntr,
+						       cntr_fid.fid),
+					  b->domain, flags);
+		if (!ret)
+			b->counted = 1;
+		return ret;
 	default:
 		ret = b->ops->bind(b, bfid, flags);
 		if (ret != -FI_ENOSYS)

@@ -697,8 +697,10 @@ IBF_INLINE_HOT void ibf_rdm_complete(struct ibf_rdm_op *op, int err)
 	assert(op->state != IBF_RDM_NEW && op->state != IBF_RDM_FREE);
 	/* The usual kind: a success no counter counts, holding no
 	 * registration, written straight into the buffer of the CQ read
-	 * that runs progress (or asked for no completion). */
-	if (likely(!err && !op->nmr && !op->nmrc && !ibf_rdm_op_cntr(op))) {
+	 * that runs progress (or asked for no completion).  Which counter
+	 * is asked only of an endpoint that has one. */
+	if (likely(!err && !op->nmr && !op->nmrc &&
+		   !(ep->base.counted && ibf_rdm_op_cntr(op)))) {
 		cq = ibf_rdm_op_cq(op);
 		if (!op->op.user_comp ||
 		    (ep->sink && ep->sink->cq == cq &&
