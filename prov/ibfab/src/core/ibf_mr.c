@@ -336,6 +336,28 @@ static void ibf_mr_warn_pin(const void *buf, size_t len, int err)
 			 len, buf);
 }
 
+/*
+ * A requested key in a domain whose keys are the provider's: ignored, as
+ * fi_mr(3) says, and most applications that pass one read fi_mr_key.
+ * One that writes to the key it asked for (fabtests' fi_multi_mr) fails
+ * only at its peer, far from here: said at info level, once a process.
+ */
+static void ibf_mr_say_key_ignored(uint64_t requested_key, uint64_t key)
+{
+	static int said;
+
+	if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		return;
+	IBF_INFO(FI_LOG_MR, "fi_mr_reg: requested_key %#llx ignored: this "
+		 "domain's keys are the provider's (FI_MR_PROV_KEY: this "
+		 "region's is %#llx, from fi_mr_key) and peers name its bytes "
+		 "by virtual address (FI_MR_VIRT_ADDR).  For keys of its own "
+		 "and offsets, leave both out of the hints' mr_mode (FI_EP_RDM "
+		 "with RMA or atomics) or set FI_IBFAB_RDM_REQUESTED_KEYS=1 "
+		 "(said once)\n", (unsigned long long)requested_key,
+		 (unsigned long long)key);
+}
+
 static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
 			  uint64_t access, uint64_t requested_key,
 			  uint64_t flags, void *context, struct fid_mr **mr_fid)
@@ -386,6 +408,8 @@ static int ibf_mr_reg_one(struct ibf_domain *dom, const void *buf, size_t len,
 	mr->key = dom->req_keys ? requested_key : mr->mr->rkey;
 	mr->base = dom->req_keys ? (uintptr_t)buf : 0;
 	mr->mr_fid.key = mr->key;
+	if (requested_key && !dom->req_keys && requested_key != mr->key)
+		ibf_mr_say_key_ignored(requested_key, mr->key);
 	ret = ibf_mr_key_add(dom, mr);
 	if (ret) {
 		IBF_WARN(FI_LOG_MR, "fi_mr_reg: requested_key %#llx is in use "
