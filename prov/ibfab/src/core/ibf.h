@@ -697,7 +697,8 @@ struct ibf_ep_base {
 	uint64_t tx_op_flags, rx_op_flags;
 	int enabled;
 	struct ibf_cntr *cntr[IBF_CNTR_KINDS];	/* bound, by what they count */
-	int counted;	/* a counter was bound: one load where most have none */
+	int counted;	/* ibf_ep_base_has_cntr, kept at each bind: one load
+			 * on the data path, where most endpoints have none */
 };
 int ibf_ep_base_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
 int ibf_ep_base_control(struct fid *fid, int command, void *arg);

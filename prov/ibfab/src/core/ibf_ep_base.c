@@ -49,8 +49,7 @@ int ibf_ep_base_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 					  container_of(bfid, struct ibf_cntr,
 						       cntr_fid.fid),
 					  b->domain, flags);
-		if (!ret)
-			b->counted = 1;
+		b->counted = ibf_ep_base_has_cntr(b);
 		return ret;
 	default:
 		ret = b->ops->bind(b, bfid, flags);
