@@ -185,7 +185,7 @@ static void ibf_av_shm_lock(struct ibf_av *av, int op)
  */
 static size_t ibf_av_shm_check(struct ibf_av *av, int fd, const char *name)
 {
-	struct ibf_av_shm head;
+	struct ibf_av_shm head = { 0 };	/* read whole below, or refused */
 	struct stat st;
 	const char *why = NULL;
 

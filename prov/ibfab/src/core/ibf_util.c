@@ -108,8 +108,8 @@ int ibf_waitfd_open(struct ibf_waitfd *w, int source_fd)
 	if (w->event_fd < 0 || w->epoll_fd < 0)
 		goto err;
 	/* source_fd -1: none yet (ibf_waitfd_watch adds them). */
-	if (source_fd >= 0 && (ret = ibf_fd_set_nonblock(source_fd)))
-		goto err;
+	if (source_fd >= 0 && ibf_fd_set_nonblock(source_fd))
+		goto err;	/* errno says why, as for the calls below */
 	if ((source_fd >= 0 &&
 	     epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, source_fd, &ev)) ||
 	    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->event_fd, &ev))

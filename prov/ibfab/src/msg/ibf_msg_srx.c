@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,7 @@ ssize_t ibf_srx_post(struct ibf_srx *srx, const struct iovec *iov,
 	op->buf = count ? iov[0].iov_base : NULL;
 	op->user_comp = 1;
 	wr.wr_id = (uintptr_t)op;
+	assert(srx->srq);	/* made with the context, kept to its close */
 	ret = ibf_msg_post_recv(NULL, srx->srq, &srx->post_trace, &wr);
 	if (unlikely(ret))
 		srx->free[srx->nfree++] = idx;

@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 #include "ibf_rdm_conn.h"
@@ -67,6 +68,8 @@ static void ibf_qp_map_put(struct ibf_qp_map *m, uint64_t e)
 		if (!cur)
 			break;
 	}
+	/* A table at most half full always has an empty slot on the probe. */
+	assert(free_slot);
 	if (!*free_slot)
 		m->used++;
 	m->live++;
