@@ -50,10 +50,19 @@ void ibft_parse(int argc, char **argv, const char *usage_extra);
 /* Record one check. */
 int ibft_check(int ok, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-#define IBFT_CHECK(cond, name, ...) ibft_check(!!(cond), name, __VA_ARGS__)
+/* Its value is the condition's, in a form a static analyzer follows into
+ * the code after a failed check (ibft_check returns ok, in another file). */
+#define IBFT_CHECK(cond, name, ...) ({					\
+	int ibft_ok_ = !!(cond);					\
+	ibft_check(ibft_ok_, name, __VA_ARGS__);			\
+	ibft_ok_;							\
+})
 /* A call that must return the given value. */
-#define IBFT_EXPECT(call, want, name) \
-	ibft_expect((long)(call), (long)(want), name, #call)
+#define IBFT_EXPECT(call, want, name) ({				\
+	long ibft_got_ = (long)(call), ibft_want_ = (long)(want);	\
+	ibft_expect(ibft_got_, ibft_want_, name, #call);		\
+	ibft_got_ == ibft_want_;					\
+})
 int ibft_expect(long got, long want, const char *name, const char *call);
 
 /* Close a libfabric object if it is open (teardown after a failed step

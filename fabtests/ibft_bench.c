@@ -122,6 +122,12 @@ static void lat_write(struct ibft_conn *c, struct ibft_buf *b, struct remote *r,
 			reap(c, outstanding);
 			outstanding = 0;
 		}
+		if (ret) {	/* not a full queue: the run ends here */
+			fprintf(stderr, "lat_write: fi_write: %s\n",
+				fi_strerror((int)-ret));
+			free(s);
+			return;
+		}
 		outstanding++;
 		if (!ibft_opts.server)
 			while (*last != (uint8_t)i)
@@ -154,6 +160,11 @@ static void bw(struct ibft_conn *c, struct ibft_buf *b, struct ibft_buf *ctl,
 				while ((ret = fi_recv(c->ep, b->ptr, size, b->desc, 0,
 						      NULL)) == -FI_EAGAIN)
 					reap(c, 1), done++;
+				if (ret) {
+					fprintf(stderr, "bw: fi_recv: %s\n",
+						fi_strerror((int)-ret));
+					break;
+				}
 				posted++;
 			}
 			reap(c, posted - done);

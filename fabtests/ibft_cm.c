@@ -93,15 +93,14 @@ static int client_connect(struct ibft_conn *c, union ibft_cm_entry *ev,
 	memset(c, 0, sizeof(*c));
 	ret = fi_getinfo(FI_VERSION(1, 17), ibft_opts.dst, port, 0, hints, &info);
 	fi_freeinfo(hints);
-	if (ret)
-		return ret;
-	ret = ibft_open_active(c, &o, info);
+	if (!ret)
+		ret = ibft_open_active(c, &o, info);
 	if (!ret)
 		ret = fi_connect(c->ep, info->dest_addr, CONNECT_DATA,
 				 sizeof(CONNECT_DATA));
-	if (!ret)
-		ret = ibft_eq_wait(c->eq, ev, sizeof(*ev), 20000, err);
-	return ret;
+	if (ret)	/* an error: an event (FI_CONNECTED) comes from the EQ alone */
+		return ret > 0 ? -FI_EOTHER : ret;
+	return ibft_eq_wait(c->eq, ev, sizeof(*ev), 20000, err);
 }
 
 static int same_host(const void *a, const char *host)

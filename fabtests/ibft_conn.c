@@ -322,7 +322,7 @@ int ibft_cq_wait(struct ibft_conn *c, struct fi_cq_data_entry *e, int n,
 int ibft_cq_wait_err(struct ibft_conn *c, struct fi_cq_err_entry *err,
 		     int timeout_ms)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	long deadline = now_ms() + timeout_ms;
 	ssize_t ret;
 
@@ -391,7 +391,7 @@ int ibft_verify(const uint8_t *p, size_t len, unsigned seed)
 int ibft_ctl_send(struct ibft_conn *c, struct ibft_buf *b, const void *msg,
 		  size_t len)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	ssize_t ret;
 
 	memcpy(b->ptr, msg, len);
@@ -409,7 +409,7 @@ int ibft_ctl_send(struct ibft_conn *c, struct ibft_buf *b, const void *msg,
 int ibft_ctl_recv(struct ibft_conn *c, struct ibft_buf *b, void *msg,
 		  size_t len)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	ssize_t ret;
 
 	ret = fi_recv(c->ep, b->ptr, len, b->desc, 0, b);

@@ -306,7 +306,8 @@ static void check_answer_as_hints(const char *dst, const char *src)
 		   "getinfo-answer-as-hints", "the answer for %s from %s (on "
 		   "%s), passed back as hints without its source: %s%s",
 		   dst, src, info->domain_attr->name, ret ? fi_strerror(-ret) :
-		   "another domain, ", ret ? "" : again->domain_attr->name);
+		   again ? "another domain, " : "no fi_info",
+		   ret || !again ? "" : again->domain_attr->name);
 	fi_freeinfo(h2);
 out:
 	fi_freeinfo(again);

@@ -72,7 +72,7 @@ int cq_one(struct ibft_conn *c, struct fi_cq_data_entry *e)
 static void pingpong(struct ibft_conn *c)
 {
 	struct ibft_buf sb, rb;
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	size_t size;
 	int ok = 1, round = 0, via_ep = 0;
 	char name[64];
@@ -134,7 +134,7 @@ static void pingpong(struct ibft_conn *c)
 static void rma(struct ibft_conn *c)
 {
 	struct ibft_buf ctl, buf, rbuf;
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	struct remote r;
 	size_t size;
 	ssize_t ret;
@@ -230,7 +230,7 @@ static int inject_burst(const struct ibft_conn *c)
 /* Take count writes' remote CQ data, reposting receives as they go. */
 static int take_writedata(struct ibft_conn *c, int count)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	int posted = 0, got = 0, window = (int)c->info->rx_attr->size / 2;
 
 	while (got < count) {
@@ -407,8 +407,8 @@ static void errors(void)
 	static const char *cases[] = { "wrong-key", "beyond-region", "good" };
 	struct ibft_conn c;
 	struct ibft_buf ctl = { 0 }, region = { 0 }, local = { 0 };
-	struct fi_cq_err_entry err;
-	struct fi_cq_data_entry e;
+	struct fi_cq_err_entry err = { 0 };
+	struct fi_cq_data_entry e = { 0 };
 	struct remote r;
 	struct fi_info *req;
 	int i, ret;
@@ -648,7 +648,7 @@ static int post_multi(struct ibft_conn *c, struct ibft_buf *b, int half,
 static void multirecv(struct ibft_conn *c)
 {
 	struct fi_context ctx[2];
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	struct ibft_buf b;
 	size_t min = MR_MIN;
 	int seen[MR_MSGS] = { 0 }, got = 0, bad = 0, released = 0, i;

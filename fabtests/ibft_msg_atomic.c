@@ -46,7 +46,7 @@ static uint64_t target[16] __attribute__((aligned(64)));
 /* Wait for the completion of ctx: 0, or its error (positive). */
 static int done(void *ctx)
 {
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	struct fi_cq_err_entry err = { 0 };
 	int ret = ibft_cq_wait(&c, &e, 1, 0, WAIT_MS);
 
@@ -271,7 +271,7 @@ static void server(void)
 {
 	struct ibft_buf ctl;
 	struct fid_mr *mr = NULL;
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	uint64_t added = 0, cpu = 0;
 	int ret, got = 0;
 

@@ -274,6 +274,8 @@ static void client(struct ibft_conn *c)
 	ok = !fi_send(c->ep, out.ptr, 8, out.desc, 0, NULL);
 	usleep(300000);
 	ok = ok && !fi_send(c->ep, out.ptr, 8, out.desc, 0, NULL);
+	if (!ok)	/* the count below then says what is missing */
+		printf("# a late send was refused\n");
 	cntr_reaches(c->tx_cntr, N + 4 + K, "cntr-late-sends");
 
 	/* A wrong key: an error on the counter and in the CQ. */

@@ -38,7 +38,7 @@ static int tg_recv_check(struct ibft_conn *c, struct ibft_buf *b, int tagged,
 			 uint64_t want_tag, const char *name)
 {
 	struct fi_cq_tagged_entry e = { 0 };
-	struct fi_cq_err_entry err;
+	struct fi_cq_err_entry err = { 0 };
 	ssize_t ret;
 
 	memset(b->ptr, 0, TG_LEN);
@@ -80,7 +80,7 @@ void tagged(void)
 		{ 0x101, 1, TG_LEN }, { 0x300, 1, TG_LEN }, { 0x400, 1, 2 * TG_LEN },
 	};
 	struct fi_cq_tagged_entry e;
-	struct fi_cq_err_entry err;
+	struct fi_cq_err_entry err = { 0 };
 	struct ibft_buf b;
 	struct ibft_conn c;
 	size_t i;

@@ -59,7 +59,7 @@ static void *reap_thread(void *arg)
 void threads(struct ibft_conn *c)
 {
 	struct ibft_buf b;
-	struct fi_cq_data_entry e;
+	struct fi_cq_data_entry e = { 0 };
 	int total = THREADS * PER_THREAD, i, got = 0, bad = 0;
 
 	if (ibft_buf_alloc(c, &b, (size_t)total * 8 + THREADS * 64,

@@ -302,6 +302,8 @@ static void directed_alias(struct node **ns)
 	/* Node 1 drains the message node 2 sent it. */
 	ok = !fi_trecv(ns[1]->ep, b1, sizeof(b1), NULL, FI_ADDR_UNSPEC, 3, 0, b1) &&
 	     !wait_comp(ns[1], &c, WAIT_MS);
+	if (!ok)	/* not this test's point: said, not checked */
+		printf("# node 1 did not drain node 2's message\n");
 }
 
 /* A directed receive takes only its source's message. */
@@ -577,7 +579,7 @@ static void test_multi_recv(void)
 	size_t sizes[1 + NSMALL], off = 0;
 	uint8_t *rbuf = xbuf(BUF), *s = xbuf(16384);
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int i, ok, released = 0, n = 1 + NSMALL;
 
 	ns[0] = node_open(0, FI_MSG | FI_MULTI_RECV, 0);
@@ -627,7 +629,7 @@ static void test_multi_recv_few_ops(void)
 	uint8_t *rbuf = xbuf(BUF), *s = xbuf(LEN * N);
 	size_t off = 0;
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int i, ok, sent = 0;
 
 	want_rx_size = 16;

@@ -36,7 +36,7 @@ static int one(int f, enum fi_op op, enum fi_datatype dt)
 	struct fid_ep *ep = ns[1]->ep;
 	uint8_t opnd[8], cmp[8], res[8];
 	size_t count = 0, size = dt_size(dt);
-	struct comp c;
+	struct comp c = { 0 };
 	int ret, o = 6, a = 3, cv = 6;
 
 	ret = f == IBFT_PLAIN ? fi_atomicvalid(ep, dt, op, &count) :
@@ -88,7 +88,7 @@ static void test_count(void)
 {
 	size_t count = 0, i;
 	uint64_t *opnd, *res;
-	struct comp c;
+	struct comp c = { 0 };
 	int ok;
 
 	ok = !fi_fetch_atomicvalid(ns[1]->ep, FI_UINT64, FI_SUM, &count) &&
@@ -122,7 +122,7 @@ static void test_hammer(void)
 	/* Results land when their op completes: one place per node. */
 	uint64_t one = 1, fetched[NODES], old, want, got;
 	uint32_t up = 1, down = UINT32_MAX;
-	struct comp c;
+	struct comp c = { 0 };
 	int n, r, ok = 1, posted;
 
 	memset(target, 0, sizeof(target));
@@ -185,7 +185,7 @@ static void test_hammer(void)
 static void test_bad_key(void)
 {
 	uint64_t one = 1, old;
-	struct comp c;
+	struct comp c = { 0 };
 	int ret, ok;
 
 	ret = (int)POST(fi_fetch_atomic(ns[1]->ep, &one, 1, NULL, &old, NULL,
@@ -211,7 +211,7 @@ static int atomic_err(int f, fi_addr_t to, uint64_t addr, uint64_t k,
 		      enum fi_op op, uint64_t *res)
 {
 	uint64_t opnd = 0, cmp = 0;
-	struct comp c;
+	struct comp c = { 0 };
 	int ret;
 
 	if (f == IBFT_PLAIN)
@@ -328,7 +328,7 @@ static void test_close_while_applied(void)
 	struct fid_mr *wmr = NULL;
 	struct node *t, *p;
 	fi_addr_t to_t;
-	struct comp c;
+	struct comp c = { 0 };
 	pthread_t th;
 	ssize_t ret = 0;
 	int i, ok, started = 0;
@@ -384,7 +384,7 @@ static void test_order(void)
 {
 	const uint64_t want = FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
 	uint64_t *word = (uint64_t *)target, val[32], seen[32];
-	struct comp c;
+	struct comp c = { 0 };
 	int i, ok = 1, bad = -1;
 
 	if (!IBFT_CHECK((ns[1]->info->tx_attr->msg_order & want) == want,

@@ -25,7 +25,7 @@
 /* Wait for n completions of node nd; any error ends the run. */
 static int reap(struct node *nd, int n)
 {
-	struct comp c;
+	struct comp c = { 0 };
 
 	while (n-- > 0) {
 		if (wait_comp(nd, &c, WAIT_MS) || c.err) {
@@ -43,22 +43,25 @@ static int lat_side(struct node *nd, fi_addr_t peer, int initiator)
 	int i, n = ibft_opts.iters, warm = 10;
 	uint8_t *s = xbuf(size), *r = xbuf(size);
 	double *rtt = calloc(n, sizeof(double)), t0;
+	int ret = -1;
 
+	if (!rtt)
+		return -1;
 	memset(s, 1, size);
 	for (i = -warm; i < n; i++) {
 		if (POST(fi_trecv(nd->ep, r, size, NULL, FI_ADDR_UNSPEC, 1, 0, r)))
-			return -1;
+			goto out;
 		t0 = ibft_now_us();
 		if (initiator) {
 			if (POST(fi_tsend(nd->ep, s, size, NULL, peer, 1, s)) ||
 			    reap(nd, 2))
-				return -1;
+				goto out;
 			if (i >= 0)
 				rtt[i] = ibft_now_us() - t0;
 		} else {
 			if (reap(nd, 1) || POST(fi_tsend(nd->ep, s, size, NULL, peer, 1, s)) ||
 			    reap(nd, 1))
-				return -1;
+				goto out;
 		}
 	}
 	if (initiator) {
@@ -66,10 +69,14 @@ static int lat_side(struct node *nd, fi_addr_t peer, int initiator)
 		printf("RESULT rdm_lat %zu %.2f %.2f\n", size, rtt[0] / 2,
 		       rtt[n / 2] / 2);
 	}
+	ret = 0;
+out:
 	free(rtt);
-	free(s);
-	free(r);
-	return 0;
+	if (!ret) {	/* after an error a receive may still be posted to r */
+		free(s);
+		free(r);
+	}
+	return ret;
 }
 
 /* WINDOW sends, then the receiver's one-word answer; n / WINDOW rounds. */

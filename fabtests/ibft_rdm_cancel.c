@@ -91,7 +91,7 @@ struct ssend_seen {
  * failed. */
 static int ssend_take(struct node *n, struct ssend_seen *seen, int timeout_ms)
 {
-	struct comp c;
+	struct comp c = { 0 };
 
 	if (wait_comp(n, &c, timeout_ms) || c.err)
 		return 0;

@@ -79,7 +79,7 @@ static void measure(struct usage *u)
 /* Wait for n's completion of ctx; 0, or -1 on error or timeout. */
 static int wait_for(struct node *n, void *ctx)
 {
-	struct comp c;
+	struct comp c = { 0 };
 
 	while (!wait_comp(n, &c, WAIT_MS))
 		if (c.e.op_context == ctx)

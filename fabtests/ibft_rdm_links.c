@@ -47,7 +47,7 @@ void test_link_down(void)
 	const char *down = getenv("IBFT_LINK_DOWN"), *up = getenv("IBFT_LINK_UP");
 	uint8_t m[64] = "across", r[64];
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	long t0, took;
 	int ok, i;
 
@@ -113,7 +113,7 @@ void test_link_down_connect(void)
 	const char *down = getenv("IBFT_LINK_DOWN"), *up = getenv("IBFT_LINK_UP");
 	uint8_t m[64] = "unanswered", r[64];
 	struct node *ns[4];
-	struct comp c;
+	struct comp c = { 0 };
 	long t0, took = -1;
 	int ok;
 
@@ -173,7 +173,7 @@ void test_link_down_stale_rts(void)
 	uint8_t *s1 = xbuf(big), *s2 = xbuf(big), *r1 = xbuf(big), *r2 = xbuf(big);
 	uint8_t m[64] = "small", r[64];
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int ok, i, errs = 0;
 
 	if (!down || !up || !ibft_opts.dst ||
@@ -245,7 +245,7 @@ void test_messages_before_close(void)
 	enum { N = 16 };
 	uint8_t m[N][32], r[N][32] = { { 0 } };
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int i, ok, got = 0;
 
 	ns[0] = node_open(0, FI_TAGGED, 0);

@@ -203,7 +203,7 @@ void test_unexpected_backlog(void)
 {
 	enum { N = 1200, SMALL = 1000, NBIG = 16, BIG = 20000 };
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	uint8_t *sbuf = xbuf(BIG), *big[NBIG], *rbig[NBIG];
 	uint8_t *rbuf = xbuf((size_t)N * SMALL);
 	uint8_t go = 7, rgo = 0;
@@ -306,7 +306,7 @@ void test_unread_send_cq(void)
 	struct fi_cq_attr attr = { .format = FI_CQ_FORMAT_TAGGED };
 	struct fid_cq *scq;
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int i, ok = 1, done = 0, stalls = 0, early = 0, got = 0;
 	long end;
 	ssize_t r;

@@ -206,7 +206,7 @@ int insert_all(struct node **ns, int count)
 void poll_all(void)
 {
 	struct fi_cq_tagged_entry e[8];
-	struct fi_cq_err_entry err;
+	struct fi_cq_err_entry err = { 0 };
 	fi_addr_t src[8];
 	struct comp *c;
 	ssize_t k, i;

@@ -87,7 +87,7 @@ static int setup(struct side *s, int in, int out)
 static int drain(struct side *s, int *done)
 {
 	struct fi_cq_tagged_entry e[16];
-	struct fi_cq_err_entry err;
+	struct fi_cq_err_entry err = { 0 };
 	ssize_t n = fi_cq_read(s->nd->cq, e, 16);
 
 	if (n > 0)
@@ -131,6 +131,8 @@ static int put_lat_initiator(struct side *s)
 	double *rtt = calloc(n, sizeof(double)), t0;
 	long end;
 
+	if (!rtt)
+		return -1;
 	for (i = -warm; i < n; i++) {
 		uint8_t seq = (uint8_t)(i + warm + 1);
 
@@ -139,17 +141,20 @@ static int put_lat_initiator(struct side *s)
 		if (POST_DRAIN(s, &done, fi_write(s->nd->ep, src, s->size, s->desc,
 						  s->peer, s->there.addr,
 						  s->there.key, NULL)))
-			return -1;
+			goto fail;
 		posted++;
 		for (end = now_ms() + WAIT_MS; *flag != seq; )
 			if (drain(s, &done) || now_ms() > end)
-				return -1;
+				goto fail;
 		if (i >= 0)
 			rtt[i] = ibft_now_us() - t0;
 	}
 	report("put_lat", s->size, rtt, n, 0.5);
 	free(rtt);
 	return wait_done(s, &done, posted);
+fail:
+	free(rtt);
+	return -1;
 }
 
 /* The target's side of put_lat: answer each write with one. */
@@ -184,6 +189,8 @@ static int one_at_a_time(struct side *s, const char *t)
 	uint64_t one = 1, old;
 	ssize_t ret;
 
+	if (!lat)
+		return -1;
 	for (i = -warm; i < n; i++) {
 		t0 = ibft_now_us();
 		if (!strcmp(t, "get_lat"))
@@ -196,13 +203,16 @@ static int one_at_a_time(struct side *s, const char *t)
 					s->there.key, s->size == 4 ? FI_UINT32 :
 					FI_UINT64, FI_SUM, NULL));
 		if (ret || wait_done(s, &done, i + warm + 1))
-			return -1;
+			goto fail;
 		if (i >= 0)
 			lat[i] = ibft_now_us() - t0;
 	}
 	report(t, s->size, lat, n, 1.0);
 	free(lat);
 	return 0;
+fail:
+	free(lat);
+	return -1;
 }
 
 /* WINDOW in flight; MiB/s over the whole run. */

@@ -119,7 +119,7 @@ static int open_pair(void)
 /* Write len bytes in three local pieces, then read them back. */
 static void test_write_read(void)
 {
-	struct comp c;
+	struct comp c = { 0 };
 	size_t i, len, a, b;
 	int ok = 1;
 
@@ -159,7 +159,7 @@ static void test_write_read(void)
 /* At an offset, into the middle of the region: addresses are virtual. */
 static void test_offset(void)
 {
-	struct comp c;
+	struct comp c = { 0 };
 	size_t off = 4096 + 13, len = 5000;
 	int ok;
 
@@ -178,7 +178,7 @@ static void test_offset(void)
 static void test_writedata(void)
 {
 	const size_t lens[] = { 0, 100, 100000 };
-	struct comp c, r;
+	struct comp c = { 0 }, r = { 0 };
 	size_t i;
 	int ok = 1;
 
@@ -237,7 +237,7 @@ static void test_desc_hint(void)
 {
 	struct region small;
 	uint8_t *big = xbuf(300000);
-	struct comp c;
+	struct comp c = { 0 };
 	int ok;
 
 	if (ns[0]->info->domain_attr->mr_mode & FI_MR_LOCAL) {
@@ -262,7 +262,7 @@ static void test_desc_hint(void)
 /* One RMA from p (write) or into p (read) of len bytes; data checked. */
 static int rma_once(uint8_t *p, size_t len, int read, unsigned seed)
 {
-	struct comp c;
+	struct comp c = { 0 };
 
 	if (read) {
 		ibft_fill(tgt.buf, len, seed);
@@ -375,7 +375,7 @@ static int big_write_read(struct region *t, struct region *l, size_t len)
 		{ l->buf, a }, { l->buf + a, b - a }, { l->buf + b, len - b },
 	};
 	void *desc[3] = { l->desc, l->desc, l->desc };
-	struct comp c;
+	struct comp c = { 0 };
 	int ok;
 
 	big_fill(l->buf, len, 5);
@@ -407,7 +407,7 @@ static int big_write_read(struct region *t, struct region *l, size_t len)
 #define BIG_AT_ONCE 5
 static void big_writedata_many(struct region *t, struct region *l, size_t len)
 {
-	struct comp c[BIG_AT_ONCE], r;
+	struct comp c[BIG_AT_ONCE] = { 0 }, r = { 0 };
 	unsigned seen = 0;
 	int i, ok = 1;
 
@@ -460,7 +460,7 @@ static void test_big(void)
 static void test_self(void)
 {
 	struct region mine;
-	struct comp c;
+	struct comp c = { 0 };
 	int ok;
 
 	if (region_open(ns[0], &mine, 8192, FI_REMOTE_WRITE | FI_REMOTE_READ))
@@ -477,7 +477,7 @@ static void test_self(void)
 /* A wrong key, a range past the region: the op fails, the next works. */
 static void test_bad_access(void)
 {
-	struct comp c;
+	struct comp c = { 0 };
 	int ok, ret;
 
 	ret = (int)POST(fi_write(ns[0]->ep, loc.buf, 100, loc.desc, ns[0]->peer[1],
@@ -532,7 +532,7 @@ static void test_reqkey(void)
 	uint64_t v = 5, old = 0, addend = 3;
 	uint8_t msg[16] = "moved", got[16] = "";
 	struct node *a, *b;
-	struct comp c;
+	struct comp c = { 0 };
 	int ok, ret;
 
 	want_mr_mode = rma_mr_mode();
@@ -601,7 +601,7 @@ static void test_reqkey_self(void)
 	static uint8_t small[512], big[4096], buf[1024];
 	struct fid_mr *m = NULL;
 	struct node *a;
-	struct comp c;
+	struct comp c = { 0 };
 	int ok;
 
 	want_mr_mode = rma_mr_mode();

@@ -28,7 +28,7 @@ void test_counters(void)
 	const uint64_t fa[2] = { FI_WRITE, FI_READ }, fb[1] = { FI_REMOTE_WRITE };
 	struct fid_cntr *ca[2], *cb[1];
 	struct region t2 = { 0 };
-	struct comp c;
+	struct comp c = { 0 };
 	ssize_t ret = 0;
 	int i, ok;
 

@@ -43,7 +43,7 @@ static ssize_t share_send(struct node *a, fi_addr_t to_t, uint8_t *sbuf, int i)
 static int share_take(struct node *t, struct node *a, uint8_t *rbuf,
 		      int *got, int *done)
 {
-	struct comp c;
+	struct comp c = { 0 };
 	uint8_t *at;
 
 	while (!wait_comp(t, &c, 0)) {
@@ -90,7 +90,7 @@ void test_fair_share(void)
 	uint8_t *rbuf = xbuf((size_t)SHARE_N * SHARE_LEN);
 	uint8_t m[16] = "from C", r[16] = { 0 };
 	struct node *ns[3];
-	struct comp c;
+	struct comp c = { 0 };
 	int sent = 0, refused = 0, ok;
 	long end;
 
@@ -163,7 +163,7 @@ void test_away_peer(void)
 	uint8_t *rbuf = xbuf((size_t)AWAY_N * SHARE_LEN);
 	uint8_t m[16] = "hello", r[16] = { 0 };
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int i, refused = 0, done = 0, ok;
 	ssize_t ret = 0;
 

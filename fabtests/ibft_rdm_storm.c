@@ -73,7 +73,7 @@ static void storm(struct node *n, int me, int procs, fi_addr_t *addr,
 	long deadline = now_ms() + storm_timeout_ms();
 	int seen[MAX_PROCS] = { 0 };
 	int i, to, from, want = procs - 1;
-	struct comp c;
+	struct comp c = { 0 };
 
 	/* Each starts with its next neighbour: every peer is asked at once. */
 	for (i = 1; i < procs; i++) {

@@ -26,7 +26,7 @@ void test_sread(void)
 	uint8_t *s = xbuf(big), *r = xbuf(big), small[100], rs[100];
 	struct fi_cq_tagged_entry e;
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int ok, got = 0, i;
 	ssize_t n;
 
@@ -108,7 +108,7 @@ void test_auto_progress(void)
 	uint8_t *s = xbuf(big), *r = xbuf(big);
 	struct fi_info *h, *info = NULL;
 	struct node *ns[2] = { 0 };
-	struct comp c;
+	struct comp c = { 0 };
 	int ok;
 
 	h = rdm_hints(FI_TAGGED);

@@ -204,7 +204,7 @@ Test(invariants, completing_an_op_never_posted_aborts)
 Test(invariants, retiring_a_slot_of_another_ring_aborts)
 {
 	static struct ibf_op ops[4], other[4];
-	struct ibf_ring ring;
+	static struct ibf_ring ring;	/* as long-lived as the ops naming it */
 
 	ibf_ring_set(&ring, ops, 4);
 	other[1].ring = &ring;	/* claims the ring and an index in it */

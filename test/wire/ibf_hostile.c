@@ -108,7 +108,7 @@ static void claim_idle_peer(struct node *a, uint64_t key, const char *name)
 	uint8_t r[64] = "", rc[64] = "", m[64] = "from A", mc[64] = "from C";
 	fi_addr_t to_c = FI_ADDR_NOTAVAIL, to_a = FI_ADDR_NOTAVAIL;
 	struct rogue g = { 0 };
-	struct comp cp;
+	struct comp cp = { 0 };
 	char check[96];
 	int ok, in;
 
@@ -152,7 +152,7 @@ static void claim_self(struct node *a, uint64_t key, const char *name)
 {
 	uint8_t r[64] = "", m[64] = "from A";
 	struct rogue g = { 0 };
-	struct comp cp;
+	struct comp cp = { 0 };
 	char check[96];
 	int ok, in;
 
@@ -188,7 +188,7 @@ static void self_claim_flood(struct node *a)
 	struct node *n;
 	uint8_t r[64] = "", m[64] = "new peer";
 	fi_addr_t to_a;
-	struct comp c;
+	struct comp c = { 0 };
 	struct flood_count f;
 	int ok;
 
@@ -240,7 +240,7 @@ static void forged_rma_notices(void)
 	struct fid_mr *mr = NULL;
 	struct rogue g = { 0 };
 	struct node *e;
-	struct comp cp;
+	struct comp cp = { 0 };
 	uint64_t key;
 	int i, ok;
 
@@ -303,7 +303,7 @@ static void claimed_parts(void)
 	struct fid_mr *mr = NULL;
 	struct rogue g = { 0 };
 	struct node *e;
-	struct comp cp;
+	struct comp cp = { 0 };
 	uint64_t key;
 	int i, ok, got[2] = { 0, 0 };
 
@@ -475,8 +475,8 @@ static void window_rts_plain_key(struct node **ns)
 	struct ibf_rdm_rts *rt = (void *)(rts + sizeof(*hdr));
 	uint8_t *src = xbuf(len), *rb = xbuf(len), m[16] = "after", r[16];
 	struct ibv_mr *mr = NULL;
-	struct comp c;
-	struct rogue g;
+	struct comp c = { 0 };
+	struct rogue g = { 0 };
 	int ok;
 
 	ok = !rogue_connect(&g, ibft_opts.dst, ibft_opts.dst, 50125,
@@ -526,9 +526,9 @@ int main(int argc, char **argv)
 	uint8_t r[64], *s, *rb;
 	struct ibf_rdm_rts *rt;
 	struct ibf_rdm_fin *f;
-	struct rogue g;
+	struct rogue g = { 0 };
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	uint32_t b_conn, i;
 	int ok;
 

@@ -24,7 +24,7 @@ void share_flood(void)
 	uint8_t r[16] = "", m[16] = "from C";
 	struct rogue g = { 0 }, g2 = { 0 };
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int ok, sent = 0, tries;
 
 	setenv("FI_IBFAB_RDM_UNEXP_MAX", "0", 1);
@@ -75,7 +75,7 @@ void conn_cap(void)
 	uint8_t r[16] = "", m[16] = "from C";
 	struct rogue g1 = { 0 }, g2 = { 0 };
 	struct node *ns[2];
-	struct comp c;
+	struct comp c = { 0 };
 	int ok;
 
 	setenv("FI_IBFAB_RDM_MAX_CONNS", "2", 1);

@@ -323,7 +323,7 @@ int rogue_recv_wait(struct rogue *g, int ms)
 int rogue_reaches(struct rogue *g, struct node *t, uint64_t tag, int ms)
 {
 	uint8_t r[16] = "";
-	struct comp c;
+	struct comp c = { 0 };
 	int got;
 
 	if (fi_trecv(t->ep, r, sizeof(r), NULL, FI_ADDR_UNSPEC, tag, 0, r))
