@@ -205,6 +205,27 @@ void ibf_rdm_unexp_take(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b)
 	ibf_mq_unexp_remove(ibf_rdm_unexp_q(ep, b->tagged), &b->me);
 }
 
+/*
+ * Request b (ibf_rdm_request_begin) is over: it no longer counts in its
+ * sender's share, and the sender's credit goes back unless it went back
+ * while b was held.  A delivery settles it here, before giving b back; a
+ * bounce the layer below releases is settled through
+ * ibf_rdm_request_done.
+ */
+static inline __attribute__((always_inline)) void
+ibf_rdm_request_settle(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b)
+{
+	struct ibf_rdm_conn *conn = b->conn;
+
+	b->req = 0;
+	conn->held--;
+	ep->held--;
+	if (b->credit_due) {
+		b->credit_due = 0;
+		ibf_rdm_credit_owe(conn, b->epoch, 1);
+	}
+}
+
 /* ibf_rdm_deliver, written into the arrival of a message that matched a
  * posted receive (ibf_rdm_on_message): a frame less on every message. */
 static inline __attribute__((always_inline)) void
@@ -227,6 +248,10 @@ ibf_rdm_deliver_here(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r,
 				     b->op.len);
 	r->op.len = copied;
 	r->op.olen = b->op.len - copied;
+	/* Settled here, not by the layer below's call up (a call less on
+	 * every message). */
+	if (b->req)
+		ibf_rdm_request_settle(ep, b);
 	ibf_rdm_bounce_release(&ep->as_ops, b);
 	ibf_rdm_complete(r, r->op.olen ? -FI_ETRUNC : 0);
 }
@@ -529,16 +554,7 @@ static int ibf_rdm_request_begin(struct ibf_rdm_ep_proto *ep,
 static void ibf_rdm_request_done(struct ibf_rdm_ep_ops *ops,
 				 struct ibf_rdm_op *b)
 {
-	struct ibf_rdm_ep_proto *ep = ibf_rdm_proto_of_ops(ops);
-	struct ibf_rdm_conn *conn = b->conn;
-
-	b->req = 0;
-	conn->held--;
-	ep->held--;
-	if (b->credit_due) {
-		b->credit_due = 0;
-		ibf_rdm_credit_owe(conn, b->epoch, 1);
-	}
+	ibf_rdm_request_settle(ibf_rdm_proto_of_ops(ops), b);
 }
 
 static void ibf_rdm_on_recv(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *b,
