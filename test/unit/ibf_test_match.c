@@ -56,6 +56,27 @@ Test(match, wildcard_posted_first_wins_over_later_exact)
 	cr_assert_eq(ibf_mq_posted_match(&posted, 5, 1), &a);
 }
 
+/* The bucket is skipped while no exact receive is posted (nexact): the
+ * count follows exact receives in and out, and wildcard ones leave it. */
+Test(match, bucket_looked_in_while_any_exact_receive_is_posted)
+{
+	struct ibf_mq_entry a = rx(5, 0, 1), b = rx(5, 0, 1), w = rx(0, ~0ull, 0);
+
+	ibf_mq_post(&posted, &a);
+	ibf_mq_posted_remove(&posted, &a);
+	cr_assert_null(ibf_mq_posted_match(&posted, 5, 1));
+	ibf_mq_post(&posted, &w);
+	ibf_mq_post(&posted, &b);
+	ibf_mq_posted_remove(&posted, &w);
+	cr_assert_eq(ibf_mq_posted_match(&posted, 5, 1), &b);
+	ibf_mq_post(&posted, &a);
+	ibf_mq_posted_remove(&posted, &b);
+	cr_assert_eq(ibf_mq_posted_match(&posted, 5, 1), &a);
+	ibf_mq_posted_remove(&posted, &a);
+	cr_assert_eq(posted.nexact, 0);
+	cr_assert_null(ibf_mq_posted_match(&posted, 5, 1));
+}
+
 Test(match, ignore_bits)
 {
 	struct ibf_mq_entry r = rx(0x10, 0x0f, 0);

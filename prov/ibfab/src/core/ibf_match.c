@@ -99,20 +99,26 @@ static int ibf_mq_exact(const struct ibf_mq_entry *r)
 	return !r->ignore && r->src;
 }
 
-void ibf_mq_post(struct ibf_mq *q, struct ibf_mq_entry *r)
+IBF_INLINE_HOT void ibf_mq_post(struct ibf_mq *q, struct ibf_mq_entry *r)
 {
-	ibf_mq_insert(q, r, ibf_mq_exact(r) ? ibf_mq_bucket(q, r->tag, r->src) :
-						&q->wild);
+	if (ibf_mq_exact(r)) {
+		q->nexact++;
+		ibf_mq_insert(q, r, ibf_mq_bucket(q, r->tag, r->src));
+	} else {
+		ibf_mq_insert(q, r, &q->wild);
+	}
 }
 
 IBF_INLINE_HOT struct ibf_mq_entry *
 ibf_mq_posted_match(struct ibf_mq *q, uint64_t tag, uint64_t src)
 {
-	struct ibf_mq_entry *e, *w;
+	struct ibf_mq_entry *e = NULL, *w;
 
-	for (e = ibf_mq_bucket(q, tag, src)->head; e; e = e->key.next)
-		if (e->tag == tag && e->src == src)
-			break;
+	/* No exact receive posted: no bucket holds one, nor need hashing. */
+	if (q->nexact)
+		for (e = ibf_mq_bucket(q, tag, src)->head; e; e = e->key.next)
+			if (e->tag == tag && e->src == src)
+				break;
 	for (w = q->wild.head; w; w = w->key.next)
 		if (ibf_mq_accepts(w, tag, src))
 			break;
@@ -123,6 +129,8 @@ ibf_mq_posted_match(struct ibf_mq *q, uint64_t tag, uint64_t src)
 
 void ibf_mq_posted_remove(struct ibf_mq *q, struct ibf_mq_entry *r)
 {
+	if (r->in != &q->wild)
+		q->nexact--;
 	ibf_mq_remove(q, r);
 }
 

@@ -14,7 +14,8 @@
  * others (wildcards) in one list in posting order.  An arrival looks at its
  * bucket and at the wildcard list, and takes whichever candidate was posted
  * first (a sequence number says): constant expected cost with any number
- * of exact receives posted.  Unexpected messages are kept both in their
+ * of exact receives posted.  With none posted (every receive takes any
+ * source, as a ping-pong's or MPI_ANY_SOURCE's do) it skips the bucket.  Unexpected messages are kept both in their
  * bucket and in one list in arrival order: an exact receive looks in its
  * bucket, a wildcard one walks the list.
  *
@@ -55,6 +56,7 @@ struct ibf_mq {
 	struct ibf_mq_list all;		/* every entry, in order */
 	uint64_t seq;
 	size_t count;
+	size_t nexact;			/* posted: receives in buckets */
 };
 
 /* buckets: rounded up to a power of two (at least 1). 0 or -FI_ENOMEM. */
