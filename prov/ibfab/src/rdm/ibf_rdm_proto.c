@@ -319,7 +319,8 @@ static void ibf_rdm_multi_drain(struct ibf_rdm_ep_proto *ep)
 	ibf_rdm_freed_want(ep);
 }
 
-void ibf_rdm_recv_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
+IBF_INLINE_HOT void
+ibf_rdm_recv_post(struct ibf_rdm_ep_proto *ep, struct ibf_rdm_op *r)
 {
 	struct ibf_rdm_op *b;
 
