@@ -73,9 +73,44 @@ static void sink_setup(struct ibf_cq *cq, struct ibf_cq_sink *sink,
 {
 	memset(cq, 0, sizeof(*cq));
 	cq->format = format;
-	cq->entry_size = format == FI_CQ_FORMAT_CONTEXT ?
-			 sizeof(struct fi_cq_entry) : sizeof(struct fi_cq_tagged_entry);
+	cq->entry_size = format == FI_CQ_FORMAT_CONTEXT ? sizeof(struct fi_cq_entry) :
+			 format == FI_CQ_FORMAT_MSG ? sizeof(struct fi_cq_msg_entry) :
+			 format == FI_CQ_FORMAT_DATA ? sizeof(struct fi_cq_data_entry) :
+			 sizeof(struct fi_cq_tagged_entry);
 	*sink = (struct ibf_cq_sink){ cq, buf, src, count, 0 };
+}
+
+/* Each format's entry holds its fields, and nothing is written past it
+ * (the tagged format is written apart from the others: ibf_cq_write). */
+Test(completion, sink_msg_and_data_formats_write_their_fields_only)
+{
+	union {
+		struct fi_cq_msg_entry msg[2];
+		struct fi_cq_data_entry data[2];
+		unsigned char byte[2 * sizeof(struct fi_cq_tagged_entry)];
+	} u;
+	struct ibf_cq_sink sink;
+	struct ibf_cq cq;
+	size_t i;
+
+	memset(&u, 0xa5, sizeof(u));
+	sink_setup(&cq, &sink, FI_CQ_FORMAT_MSG, &u, NULL, 1);
+	cr_assert_eq(ibf_cq_sink_take(&sink, &done_op), 1);
+	cr_assert_eq(u.msg[0].op_context, done_op.context);
+	cr_assert_eq(u.msg[0].flags, FI_RECV | FI_TAGGED);
+	cr_assert_eq(u.msg[0].len, 8);
+	for (i = sizeof(struct fi_cq_msg_entry); i < sizeof(u); i++)
+		cr_assert_eq(u.byte[i], 0xa5, "byte %zu past a MSG entry", i);
+
+	memset(&u, 0xa5, sizeof(u));
+	sink_setup(&cq, &sink, FI_CQ_FORMAT_DATA, &u, NULL, 1);
+	cr_assert_eq(ibf_cq_sink_take(&sink, &done_op), 1);
+	cr_assert_eq(u.data[0].op_context, done_op.context);
+	cr_assert_eq(u.data[0].len, 8);
+	cr_assert_eq(u.data[0].buf, done_op.buf);
+	cr_assert_eq(u.data[0].data, 77);
+	for (i = sizeof(struct fi_cq_data_entry); i < sizeof(u); i++)
+		cr_assert_eq(u.byte[i], 0xa5, "byte %zu past a DATA entry", i);
 }
 
 Test(completion, sink_writes_the_entry_in_the_cq_format)

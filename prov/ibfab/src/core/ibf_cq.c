@@ -60,7 +60,9 @@ void ibf_wc_result(const struct ibv_wc *wc, const struct ibf_op *op,
 		*flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
 }
 
-/* One entry in the CQ's format; the fields beyond it are not written. */
+/* One entry in the CQ's format; the fields beyond it are not written.
+ * The tagged format first, the one a tag-matching application (MPI) asks
+ * for: one test on each of its completions, not three. */
 static void ibf_cq_write(const struct ibf_cq *cq, void *entry, void *context,
 			 uint64_t flags, size_t len, void *buf, uint64_t data,
 			 uint64_t tag)
@@ -68,6 +70,14 @@ static void ibf_cq_write(const struct ibf_cq *cq, void *entry, void *context,
 	struct fi_cq_tagged_entry *e = entry;
 
 	e->op_context = context;
+	if (cq->format == FI_CQ_FORMAT_TAGGED) {
+		e->flags = flags;
+		e->len = len;
+		e->buf = buf;
+		e->data = data;
+		e->tag = tag;
+		return;
+	}
 	if (cq->format == FI_CQ_FORMAT_CONTEXT)
 		return;
 	e->flags = flags;
@@ -75,9 +85,7 @@ static void ibf_cq_write(const struct ibf_cq *cq, void *entry, void *context,
 	if (cq->format == FI_CQ_FORMAT_MSG)
 		return;
 	e->buf = buf;
-	e->data = data;
-	if (cq->format == FI_CQ_FORMAT_TAGGED)
-		e->tag = tag;
+	e->data = data;		/* FI_CQ_FORMAT_DATA */
 }
 
 /* clear: flags the completion does not report (a multi-receive not yet
