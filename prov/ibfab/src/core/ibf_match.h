@@ -15,9 +15,10 @@
  * bucket and at the wildcard list, and takes whichever candidate was posted
  * first (a sequence number says): constant expected cost with any number
  * of exact receives posted.  With none posted (every receive takes any
- * source, as a ping-pong's or MPI_ANY_SOURCE's do) it skips the bucket.  Unexpected messages are kept both in their
- * bucket and in one list in arrival order: an exact receive looks in its
- * bucket, a wildcard one walks the list.
+ * source, as a ping-pong's or MPI_ANY_SOURCE's do) it skips the bucket.
+ * Unexpected messages are kept both in their bucket and in one list in
+ * arrival order: an exact receive looks in its bucket, a wildcard one
+ * walks the list.
  *
  * Entries are the callers' (embedded in their operation records); the
  * queues only link them.  No allocation after ibf_mq_init, no locking: the
