@@ -925,6 +925,55 @@ Test(rdm_progress, a_cq_one_endpoint_feeds_is_read_by_that_endpoint)
 }
 
 /*
+ * An endpoint that needs no lock (FI_THREAD_DOMAIN) gives its CQs a read
+ * table of its own (struct ibf_progress's sole_ops): fi_cq_read goes
+ * straight to the endpoint's read, not through the CQ's jump to its
+ * sole_read, and still checks its arguments and writes completions into
+ * the reader's buffer.  fi_cq_readfrom keeps the jump.  A CQ with a
+ * lock, or one the endpoint no longer feeds alone, never takes the table.
+ */
+Test(rdm_progress, an_unlocked_endpoint_s_cq_read_is_the_endpoint_s_own)
+{
+	struct fi_cq_tagged_entry e[2];
+	fi_addr_t src[2];
+
+	ep->hook.sole_read = counted_sole_read;
+	ibf_cq_sole_ops_derive(&ep->sole_cq_ops, ibf_rdm_cq_read_unlocked);
+	ep->hook.sole_ops = &ep->sole_cq_ops;
+	cq->format = FI_CQ_FORMAT_TAGGED;
+	cq->entry_size = sizeof(e[0]);
+	cr_assert_eq(ibf_cq_add_ep(cq, &ep->hook, -1), 0);
+	cr_assert_eq(cq->cq_fid.ops, &ep->sole_cq_ops);
+
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), -FI_EAGAIN);
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, NULL, 1), -FI_EINVAL);
+	cr_assert_eq(sole_reads, 0, "no jump through the CQ's read");
+	reading();
+	complete_next(&rx->op, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, QP_NOW);
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), 1);
+	cr_assert_eq(sole_reads, 0);
+	cr_assert_eq(e[0].op_context, &ctx_app);
+	cr_assert_eq(e[0].len, 16);
+	cr_assert_eq(cq_count(), 0, "written into the reader's buffer");
+	cr_assert_eq(fi_cq_readfrom(&cq->cq_fid, e, 2, src), -FI_EAGAIN);
+	cr_assert_eq(sole_reads, 1, "readfrom takes the endpoint's sole_read");
+
+	ibf_cq_del_ep(cq, &ep->hook, -1);
+	cr_assert_neq(cq->cq_fid.ops, &ep->sole_cq_ops, "unbound: not its table");
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), -FI_EAGAIN);
+	cr_assert_eq(sole_reads, 1);
+
+	ibf_lock_init(&cq->lock, 1);
+	cr_assert_eq(ibf_cq_add_ep(cq, &ep->hook, -1), 0);
+	cr_assert_neq(cq->cq_fid.ops, &ep->sole_cq_ops, "a CQ with a lock");
+	cr_assert_eq(fi_cq_read(&cq->cq_fid, e, 2), -FI_EAGAIN);
+	cr_assert_eq(sole_reads, 2, "read through the jump, which counts");
+	ibf_cq_del_ep(cq, &ep->hook, -1);
+	ibf_lock_fini(&cq->lock);
+	free(cq->eps);
+}
+
+/*
  * FI_THREAD_SAFE: a sole read holds no lock of the CQ's while it
  * progresses, so ibf_cq_del_ep (an endpoint closing) must wait for one
  * under way: after it returns nothing progresses the endpoint, whose

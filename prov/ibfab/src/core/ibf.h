@@ -246,6 +246,15 @@ struct ibf_progress {
 	 */
 	ssize_t (*sole_read)(struct ibf_progress *p, struct ibf_cq *cq,
 			     void *buf, size_t count, fi_addr_t *src);
+	/*
+	 * Optional, with sole_read, and only where sole_read needs no lock
+	 * at all (set before the endpoint's CQs are bound to it, for good):
+	 * the CQ's whole read table, its read the endpoint's own
+	 * (ibf_cq_sole_ops_derive makes one), so that fi_cq_read jumps
+	 * straight to the endpoint, not through the CQ's jump to sole_read.
+	 * The read finds the endpoint in the CQ's sole.
+	 */
+	struct fi_ops_cq *sole_ops;
 };
 
 /*

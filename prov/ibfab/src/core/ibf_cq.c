@@ -177,6 +177,9 @@ static struct fi_ops_cq ibf_cq_progress_ops, ibf_cq_sole_ops,
  * reads for itself (sole_read) takes the whole read of a CQ it alone
  * feeds; otherwise reads progress inline (ibf_cq_progress_ops), which is
  * right for any CQ.  A thread already in another table reads right too.
+ * With no lock, an endpoint that brings a read table of its own (its
+ * sole_ops) has fi_cq_read jump straight into it, not through
+ * ibf_cq_read_sole.
  * A sole read takes the endpoint's lock to progress and cq->lock only to
  * collect what the CQ holds, never both at once, so an empty read at
  * FI_THREAD_SAFE takes one lock, not two (fabtests/run-instr -T safe).
@@ -187,8 +190,13 @@ static void ibf_cq_pick_ops(struct ibf_cq *cq)
 	struct ibf_progress *sole = NULL;
 
 	if (cq->neps == 1 && cq->eps[0]->sole_read) {
-		ops = cq->lock.enabled ? &ibf_cq_sole_safe_ops : &ibf_cq_sole_ops;
 		sole = cq->eps[0];
+		if (cq->lock.enabled)
+			ops = &ibf_cq_sole_safe_ops;
+		else if (sole->sole_ops)
+			ops = sole->sole_ops;
+		else
+			ops = &ibf_cq_sole_ops;
 	}
 	__atomic_store_n(&cq->sole, sole, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&cq->cq_fid.ops, ops, __ATOMIC_RELAXED);
@@ -445,7 +453,7 @@ ssize_t ibf_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
 
-	if (unlikely(!buf && count))
+	if (unlikely(ibf_cq_read_args_bad(buf, count)))
 		return -FI_EINVAL;
 	if (likely(!cq->lock.enabled && !cq->neps)) {
 		if (unlikely(cq->waiting))
@@ -471,7 +479,7 @@ static ssize_t ibf_cq_readfrom_progress(struct fid_cq *cq_fid, void *buf,
 {
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
 
-	if (unlikely(!buf && count))
+	if (unlikely(ibf_cq_read_args_bad(buf, count)))
 		return -FI_EINVAL;
 	return ibf_cq_read_locked(cq, buf, count, src_addr);
 }
@@ -493,7 +501,7 @@ static ssize_t ibf_cq_readfrom_sole(struct fid_cq *cq_fid, void *buf,
 	struct ibf_cq *cq = container_of(cq_fid, struct ibf_cq, cq_fid);
 	struct ibf_progress *ep = __atomic_load_n(&cq->sole, __ATOMIC_RELAXED);
 
-	if (unlikely(!buf && count))
+	if (unlikely(ibf_cq_read_args_bad(buf, count)))
 		return -FI_EINVAL;
 	return ep->sole_read(ep, cq, buf, count, src_addr);
 }
@@ -516,7 +524,7 @@ static ssize_t ibf_cq_readfrom_sole_safe(struct fid_cq *cq_fid, void *buf,
 	struct ibf_progress *ep;
 	ssize_t ret;
 
-	if (unlikely(!buf && count))
+	if (unlikely(ibf_cq_read_args_bad(buf, count)))
 		return -FI_EINVAL;
 	__atomic_add_fetch(&cq->sole_readers, 1, __ATOMIC_SEQ_CST);
 	ep = __atomic_load_n(&cq->sole, __ATOMIC_SEQ_CST);
@@ -709,6 +717,14 @@ static struct fi_ops_cq ibf_cq_sole_safe_ops = {
 	.signal = ibf_cq_signal,
 	.strerror = ibf_cq_strerror,
 };
+
+void ibf_cq_sole_ops_derive(struct fi_ops_cq *ops,
+			    ssize_t (*read)(struct fid_cq *cq, void *buf,
+					    size_t count))
+{
+	*ops = ibf_cq_sole_ops;
+	ops->read = read;
+}
 
 int ibf_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr,
 		struct fid_cq **cq_fid, void *context)

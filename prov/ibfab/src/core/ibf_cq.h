@@ -95,6 +95,16 @@ struct ibf_cq_report {
  * completion channel, or -1 if it has none. */
 int ibf_cq_add_ep(struct ibf_cq *cq, struct ibf_progress *p, int fd);
 void ibf_cq_del_ep(struct ibf_cq *cq, struct ibf_progress *p, int fd);
+/* ops: the read table of a CQ a sole_read takes whole, with no lock, but
+ * for read, which is the endpoint's (struct ibf_progress's sole_ops). */
+void ibf_cq_sole_ops_derive(struct fi_ops_cq *ops,
+			    ssize_t (*read)(struct fid_cq *cq, void *buf,
+					    size_t count));
+/* A read's arguments: no buffer for count entries is -FI_EINVAL. */
+static inline int ibf_cq_read_args_bad(const void *buf, size_t count)
+{
+	return !buf && count;
+}
 /*
  * A read of the CQ in progress: fi_cq_read's own buffer, which the
  * progress it runs may write completions of that CQ into directly,

@@ -212,8 +212,11 @@ static int ibf_rdm_enable(struct ibf_rdm_ep *ep)
 		ep->lock.enabled = 1;
 	/* Decided for good: a CQ's read then takes the whole read through a
 	 * hook that does not even test for a lock the level needs none of. */
-	if (!ep->lock.enabled)
+	if (!ep->lock.enabled) {
 		ep->hook.sole_read = ibf_rdm_sole_read_unlocked;
+		ibf_cq_sole_ops_derive(&ep->sole_cq_ops, ibf_rdm_cq_read_unlocked);
+		ep->hook.sole_ops = &ep->sole_cq_ops;
+	}
 	srq_attr.attr.max_wr = ep->nbounce;
 	srq_attr.attr.max_sge = 1;
 	ep->srq = ibv_create_srq(dom->pd, &srq_attr);

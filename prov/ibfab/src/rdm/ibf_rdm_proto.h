@@ -36,6 +36,7 @@ extern const struct ibf_rdm_upcalls ibf_rdm_proto_upcalls;
 #define IBF_RDM_EP_PROTO_FIELDS \
 	IBF_RDM_PART(ibf_rdm_ep_conns, as_conns, IBF_RDM_EP_CONNS_FIELDS); \
 	struct ibf_progress hook;	/* how CQs and counters progress it */ \
+	struct fi_ops_cq sole_cq_ops;	/* hook.sole_ops, with no lock */ \
 	unsigned cq_events;	/* taken, not yet acked */ \
 	size_t eager_size; \
 	size_t min_multi_recv;	/* FI_OPT_MIN_MULTI_RECV */ \
@@ -183,6 +184,8 @@ ssize_t ibf_rdm_sole_read(struct ibf_progress *hook, struct ibf_cq *cq,
 			  void *buf, size_t count, fi_addr_t *src);
 ssize_t ibf_rdm_sole_read_unlocked(struct ibf_progress *hook, struct ibf_cq *cq,
 				   void *buf, size_t count, fi_addr_t *src);
+/* And with no lock, fi_cq_read itself (hook.sole_ops's read). */
+ssize_t ibf_rdm_cq_read_unlocked(struct fid_cq *cq_fid, void *buf, size_t count);
 int ibf_rdm_trywait(struct ibf_progress *hook);
 
 /* ---- ibf_rdm_rndv.c, for ibf_rdm_proto.c ---- */
