@@ -141,10 +141,12 @@ struct ibf_rdm_conn {
 	int peer_rma_event;
 	/* As receiver (ep->lock): requests the peer may still send in life
 	 * rx_life - 1 (0: none seen yet), credits it earned that are not
-	 * granted yet, and our grant op (one in flight at a time). */
+	 * granted yet, how many make a grant in that life (set with
+	 * rx_life), and our grant op (one in flight at a time). */
 	int rx_left;
 	uint32_t rx_life;
 	uint32_t owed;
+	uint32_t grant_batch;
 	struct ibf_rdm_op *grant;
 	/* A grant was due but could not be posted (no send-queue slot): the
 	 * next send completion on conn tries again. */
