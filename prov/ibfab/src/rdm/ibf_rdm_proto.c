@@ -775,7 +775,7 @@ ssize_t ibf_rdm_sole_read_unlocked(struct ibf_progress *hook, struct ibf_cq *cq,
 	return ibf_rdm_sole_read_as(hook, cq, buf, count, src, 0);
 }
 
-/* And fi_cq_read itself, from the CQ's read table (ibf_rdm_ep_enable sets
+/* And fi_cq_read itself, from the CQ's read table (ibf_rdm_enable sets
  * hook.sole_ops where the endpoint needs no lock): no jump through the
  * CQ's own read to the one above: 8 instructions an empty read, 16 an
  * 8-byte message (fabtests/run-instr, FI_THREAD_DOMAIN). */
