@@ -248,7 +248,7 @@ struct ibf_progress {
 			     void *buf, size_t count, fi_addr_t *src);
 	/*
 	 * Optional, with sole_read, and only where sole_read needs no lock
-	 * at all (set before the endpoint's CQs are bound to it, for good):
+	 * at all (set for good before the endpoint's ibf_cq_add_ep):
 	 * the CQ's whole read table, its read the endpoint's own
 	 * (ibf_cq_sole_ops_derive makes one), so that fi_cq_read jumps
 	 * straight to the endpoint, not through the CQ's jump to sole_read.

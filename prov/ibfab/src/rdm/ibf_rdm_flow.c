@@ -38,11 +38,11 @@ uint32_t ibf_rdm_window_ours(const struct ibf_rdm_ep_conns *ep)
 		       IBF_RDM_WINDOW_MAX);
 }
 
-/* Credits are granted once this many are owed: half a window, so that a
- * sender that keeps its peer busy never waits for a grant. */
-static uint32_t ibf_rdm_grant_batch(const struct ibf_rdm_ep_conns *ep)
+/* Credits are granted once this many are owed: half the window, so that
+ * a sender that keeps its peer busy never waits for a grant. */
+static uint32_t ibf_rdm_grant_batch(uint32_t window)
 {
-	return IBF_MAX(ibf_rdm_window_ours(ep) / 2, 1);
+	return IBF_MAX(window / 2, 1);
 }
 
 /* ---- as sender ---- */
@@ -81,13 +81,16 @@ void ibf_rdm_grant_arrived(struct ibf_rdm_conn *conn, uint32_t epoch, uint32_t n
 /* The receiver's counts belong to the connection's current life. */
 static void ibf_rdm_flow_sync(struct ibf_rdm_conn *conn, uint32_t epoch)
 {
+	uint32_t window;
+
 	if (conn->rx_life == epoch + 1)
 		return;
+	window = ibf_rdm_window_ours(conn->ep);
 	conn->rx_life = epoch + 1;
-	conn->rx_left = (int)ibf_rdm_window_ours(conn->ep);
+	conn->rx_left = (int)window;
 	/* Worked out once a life, not at each arrival: 9 instructions a
 	 * message (fabtests/run-instr). */
-	conn->grant_batch = ibf_rdm_grant_batch(conn->ep);
+	conn->grant_batch = ibf_rdm_grant_batch(window);
 	conn->owed = 0;
 	conn->grant_stuck = 0;	/* what the old life owed is gone */
 }
